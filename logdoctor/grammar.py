@@ -1,0 +1,571 @@
+"""Message body -> (kind, fields): the lark grammar for launch lines, a fast path for batch lines.
+
+The LALR parser is built once (cached on disk by lark). A cheap prefilter derived from the parser's
+own start state (the first word of every anchor literal, plus the anchor regexes) keeps the
+thousands of lines that cannot match away from lark. Values come out in real units: GiB floats
+(`*_gib`), seconds (`*_s`), ints for counts, bools, lists.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer, UnexpectedInput
+from lark.lexer import PatternRE, PatternStr
+
+from .resources import grammar_path
+
+Fields = dict[str, Any]
+
+# ------------------------------------------------------------------------------------------------
+# value conversion and tolerant key-value bags
+
+_NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_UNIT_VALUE = re.compile(r"^(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(GB|GiB|MB|MiB|KB|s|ms|%)?\.?$")
+_LIST = re.compile(r"\[([^\[\]]*)\]")
+_SPLIT = re.compile(r",\s*|\.\s+(?=[A-Za-z#])|;\s*")
+_KEY_CLEAN = re.compile(r"[^0-9a-z]+")
+_UNIT_SUFFIX = {"GB": "_gib", "GiB": "_gib", "MB": "_mib", "MiB": "_mib", "KB": "_kib", "s": "_s", "ms": "_ms", "%": "_pct"}
+_KEY_ALIASES = {
+    "time_elapsed_s": "elapsed_s", "avail_mem_gib": "avail_gib", "k_size_gib": "k_gib", "v_size_gib": "v_gib",
+    "kv_size_gib": "kv_gib", "available_gpu_mem_gib": "available_gpu_mem_gib", "free_memory_gib": "avail_gib",
+    "max_total_num_token": "max_total_num_tokens", "max_prefill_num_token": "max_prefill_tokens",
+    "self_watchdog_timeout": "timeout_s", "self_soft": "soft", "exit_code": "exit_code",
+}
+
+
+def convert(value: str) -> Any:
+    v = value.strip().rstrip(",")
+    if v in ("True", "true"):
+        return True
+    if v in ("False", "false"):
+        return False
+    if v == "None":
+        return None
+    m = _NUM.fullmatch(v)
+    if m:
+        return float(v) if ("." in v or "e" in v or "E" in v) else int(v)
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        return v[1:-1]
+    return v
+
+
+def _list_value(inner: str) -> list[Any]:
+    return [convert(x) for x in inner.split(",") if x.strip()]
+
+
+def normalize_key(key: str) -> str:
+    k = _KEY_CLEAN.sub("_", key.strip().lower()).strip("_")
+    return _KEY_ALIASES.get(k, k)
+
+
+def extract_pairs(text: str) -> Fields:
+    """Every `key=value` / `key: value` in a free-form message, with units folded into the key."""
+    out: Fields = {}
+    lists: list[list[Any]] = []
+
+    def stash(m: re.Match[str]) -> str:
+        lists.append(_list_value(m.group(1)))
+        return f"\x00{len(lists) - 1}\x00"
+
+    text = _LIST.sub(stash, text)
+    for part in _SPLIT.split(text):
+        if "=" in part:
+            key, _, value = part.partition("=")
+        elif ": " in part:
+            key, _, value = part.partition(": ")
+        else:
+            continue
+        key = key.strip().split(". ")[-1]
+        if not key or len(key) > 60:
+            continue
+        value = value.strip().rstrip(".").strip()
+        if value.endswith(")") and value.count("(") < value.count(")"):
+            value = value[:-1].rstrip(".")
+        if value.startswith("\x00"):
+            idx = value.strip("\x00")
+            if idx.isdigit():
+                out[normalize_key(key)] = lists[int(idx)]
+            continue
+        m = _UNIT_VALUE.match(value)
+        if m:
+            num, unit = m.groups()
+            k = normalize_key(key) + (_UNIT_SUFFIX.get(unit, "") if unit else "")
+            out[_KEY_ALIASES.get(k, k)] = convert(num) if unit != "GB" and unit != "GiB" else float(num)
+        else:
+            out[normalize_key(key)] = convert(value)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the fast path for periodic batch lines (B01-B14)
+
+_BATCH_HEAD = re.compile(
+    r"(?:(?P<kind>Prefill|Decode) batch(?:\s*\[\d+\])?(?:\(mixed #running-req: (?P<mixed>\d+)\))?[.,]?\s+"
+    r"|(?P<old>new fill batch\.\s+)|(?=#running-req: \d+, #token: ))"
+)
+
+
+def parse_batch(body: str) -> tuple[str, Fields] | None:
+    c = body[:1]
+    if c not in "PDn#":
+        return None
+    m = _BATCH_HEAD.match(body)
+    if m is None:
+        return None
+    kind = "prefill_batch" if (m.group("kind") == "Prefill" or m.group("old")) else "decode_batch"
+    rest = body[m.end():]
+    sep = ". " if m.group("old") else ", "
+    fields: Fields = {}
+    if m.group("mixed"):
+        fields["mixed_running_req"] = int(m.group("mixed"))
+    for part in rest.split(sep):
+        key, colon, value = part.partition(": ")
+        if not colon:
+            continue
+        k = _BATCH_KEYS.get(key)
+        if k is None:
+            k = _BATCH_KEYS[key] = normalize_key(key)
+        v = value.rstrip(",. %")
+        if v[:1].isdigit() or v[:1] == "-":
+            try:
+                fields[k] = float(v) if "." in v else int(v)
+                continue
+            except ValueError:
+                pass
+        fields[k] = convert(v)
+    return kind, fields
+
+
+_BATCH_KEYS: dict[str, str] = {
+    "#running-req": "running_req", "#token": "token", "token usage": "token_usage",
+    "gen throughput (token/s)": "gen_throughput", "#queue-req": "queue_req", "cuda graph": "cuda_graph",
+    "#new-seq": "new_seq", "#new-token": "new_token", "#cached-token": "cached_token",
+    "input throughput (token/s)": "input_throughput", "cache hit rate": "cache_hit_rate_pct",
+    "#seq": "new_seq", "#new_token": "new_token", "#cached_token": "cached_token",
+    "#remaining_req": "queue_req", "#running_req": "running_req", "tree_cache_hit_rate": "cache_hit_rate_pct",
+}
+
+# ------------------------------------------------------------------------------------------------
+# the lark grammar
+
+
+class _ToFields(Transformer[Token, Any]):
+    """Every rule becomes (kind, fields): bags are extracted, NUMBER/WORD/REST kept positionally."""
+
+    def bag(self, children: list[Token]) -> Fields:
+        return extract_pairs("".join(str(c) for c in children))
+
+    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
+        if data == "start":
+            return children[0]
+        if data.startswith("_"):  # lark's helper rules (e.g. ITEM*) are inlined by the tree builder
+            return super().__default__(data, children, meta)
+        fields: Fields = {}
+        numbers: list[Any] = []
+        for c in children:
+            if isinstance(c, dict):
+                fields.update(c)
+            elif isinstance(c, Token):
+                t = c.type
+                if t == "NUMBER":
+                    numbers.append(convert(c))
+                elif t == "REST":
+                    fields["rest"] = str(c).strip()
+                elif t == "WORD":
+                    fields.setdefault("words", []).append(str(c))
+                elif t.startswith("__ANON") or t.isupper():
+                    if t in ("KV_LABEL", "LEAK_POOL", "WATCHDOG_NAME", "RANK_TAG", "PORT_NAME", "INIT_STATE"):
+                        fields[t.lower()] = str(c).strip()
+                    else:
+                        fields.setdefault("anchor", str(c))
+        if numbers:
+            fields["numbers"] = numbers
+        return str(data), fields
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    path = grammar_path("sglang.lark")
+    return Lark(path.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
+                transformer=_ToFields(), cache=_cache_file(path), propagate_positions=False)
+
+
+def _cache_file(path: Path) -> str | bool:
+    import hashlib
+    import os
+    import tempfile
+    digest = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+    d = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    target = os.path.join(d, "logdoctor")
+    try:
+        os.makedirs(target, exist_ok=True)
+        probe = os.path.join(target, ".w")
+        open(probe, "a").close()
+    except OSError:
+        target = tempfile.gettempdir()
+    return os.path.join(target, f"sglang-{digest}.lark.cache")
+
+
+@lru_cache(maxsize=1)
+def _prefilter() -> tuple[frozenset[str], re.Pattern[str]]:
+    """First words of the anchor literals and one regex for anchor patterns, from the start state."""
+    parser = _parser()
+    table = parser.parser.parser.parser.parse_table  # type: ignore[attr-defined]
+    start_state = table.start_states["start"]
+    terminals = {t.name: t for t in parser.terminals}
+    words: set[str] = set()
+    patterns: list[str] = []
+    for name in table.states[start_state]:
+        term = terminals.get(name)
+        if term is None:
+            continue
+        pat = term.pattern
+        if isinstance(pat, PatternStr):
+            words.add(pat.value[:3])
+        elif isinstance(pat, PatternRE):
+            patterns.append(f"(?:{pat.value})")
+    return frozenset(words), re.compile("|".join(patterns))
+
+
+def parse_message(body: str) -> tuple[str, Fields] | None:
+    """Parse one message body (prefix already removed) with the grammar; None when it is not ours."""
+    heads, patterns = _prefilter()
+    if body[:3] not in heads and not patterns.match(body):
+        return None
+    try:
+        kind, fields = _parser().parse(body)
+    except UnexpectedInput:
+        return None
+    except Exception:  # lark raises a few other errors on odd input; a line we can't parse is unparsed
+        return None
+    return kind, _finish(kind, fields, body)
+
+
+# ------------------------------------------------------------------------------------------------
+# per-kind tidy-up: positional values to named fields, documented names
+
+
+def _finish(kind: str, f: Fields, body: str) -> Fields:
+    nums = f.pop("numbers", [])
+    words = f.pop("words", [])
+    anchor = f.pop("anchor", "")
+    rest = f.get("rest", "")
+    fix = _FINISHERS.get(kind)
+    if fix is not None:
+        fix(f, nums, words, anchor, rest, body)
+    return f
+
+
+def _fx_nccl_version(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["version"] = words[0] if words else None
+
+
+def _fx_kv_dtype(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["dtype"] = words[0] if words else None
+
+
+def _fx_weight_end(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    if "mem_usage_gib" in f:
+        f["weight_gib"] = f.pop("mem_usage_gib")
+    if "type" in f:
+        f["model_class"] = f.pop("type")
+    for k in list(f):
+        if isinstance(f[k], str) and k not in ("model_class", "dtype", "quant"):
+            # the optional `{quant_str}, ` item (v0.5.10+) has no `=`
+            pass
+
+
+def _fx_kv_alloc(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["va_upper_bound"] = "VA upper bound" in body
+    if "kv_label" in f:
+        f["label"] = f.pop("kv_label")
+    if "kv_gib" not in f and ("k_gib" in f or "v_gib" in f):
+        f["kv_gib"] = round(float(f.get("k_gib", 0.0)) + float(f.get("v_gib", 0.0)), 4)
+    if "kv_cache_allocated_dtype" in f:
+        f["dtype"] = f.pop("kv_cache_allocated_dtype")
+
+
+def _fx_summary(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    head = body.split(",", 1)[0]
+    key, _, value = head.partition("=")
+    f.setdefault(normalize_key(key), convert(value))
+
+
+def _fx_attention(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    if words:
+        f["backend"] = words[0]
+    f["mla"] = body.startswith("MLA optimization")
+    if rest and "as attention backend for" in body:
+        f["model_arch"] = rest.rstrip(".")
+        f.pop("rest", None)
+
+
+def _fx_graph_begin(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["piecewise"] = "piecewise" in body.split(".", 1)[0]
+    f["draft"] = body.startswith("Capture draft")
+    m = re.match(r"Capture (target|draft) (decode|verify|prefill) CUDA", body)
+    if m:
+        f["role"], f["phase"] = m.group(1), m.group(2)
+    if "bs" in f and isinstance(f["bs"], list):
+        f["batch_sizes"] = f.pop("bs")
+
+
+def _fx_graph_end(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    _fx_graph_begin(f, nums, words, anchor, rest, body)
+
+
+def _fx_graph_sizes(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    m = _LIST.search(rest)
+    values = _list_value(m.group(1)) if m else []
+    f["num_tokens" if "num tokens" in body else "batch_sizes"] = values
+    f.pop("rest", None)
+
+
+def _fx_graph_progress(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    inner, _, tail = rest.partition(")")
+    for part in inner.split():
+        k, eq, v = part.partition("=")
+        if eq:
+            f["avail_gib" if k == "avail_mem" else k] = convert(v)
+    _progress_numbers(f, tail)
+    f.pop("rest", None)
+
+
+_PCT = re.compile(r"(\d+)%")
+_COUNT = re.compile(r"(\d+)/(\d+)")
+
+
+def _progress_numbers(f: Fields, text: str) -> None:
+    m = _PCT.search(text)
+    if m:
+        f["percent"] = int(m.group(1))
+    m = _COUNT.search(text)
+    if m:
+        f["done"], f["total"] = int(m.group(1)), int(m.group(2))
+
+
+def _fx_checkpoint(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    _progress_numbers(f, rest)
+    f.pop("rest", None)
+
+
+def _fx_registered(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["count"] = nums[0] if nums else None
+
+
+def _fx_uvicorn_started(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["pid"] = nums[0] if nums else None
+
+
+def _fx_uvicorn_running(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    m = re.match(r"(\w+)://([^\s:]+|\[[^\]]+\]):(\d+)", rest)
+    if m:
+        f["scheme"], f["host"], f["port"] = m.group(1), m.group(2), int(m.group(3))
+    f.pop("rest", None)
+
+
+def _fx_mfs_message(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    for k in list(f):
+        if k.endswith("mem_fraction_static") and k != "mem_fraction_static":
+            f["mem_fraction_static"] = f.pop(k)
+    if "mem_fraction_static" not in f:
+        m = re.search(r"mem-fraction-static=(-?[\d.]+)", body)
+        if m:
+            f["mem_fraction_static"] = float(m.group(1).rstrip("."))
+    m = re.search(r"above (-?[\d.]+)", body)
+    if m:
+        f["minimum"] = float(m.group(1).rstrip("."))
+    m = re.search(r"available/pre = (-?[\d.]+)", body)
+    if m:
+        f["viable"] = float(m.group(1).rstrip(".)"))
+
+
+def _fx_capped(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    if len(nums) >= 2:
+        f["requested"], f["profiled"] = nums[0], nums[1]
+
+
+def _fx_unbalanced(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    for k in ("min_per_gpu_memory", "pre_model_load_memory"):
+        if k in f:
+            f["min_gib"] = f.pop(k)
+    if "local_gpu_memory" in f:
+        f["local_gib"] = f.pop("local_gpu_memory")
+
+
+def _fx_rank_load(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["tp_rank"] = nums[0] if nums else None
+
+
+def _fx_batch_oom(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["phase"] = body.split(" ", 1)[0].lower()
+    m = re.search(r"Try to allocate (\d+) tokens", body)
+    if m:
+        f["tokens"] = int(m.group(1))
+
+
+def _fx_host_mem(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    m = re.search(r"Requesting ([\d.]+) GB but only have ([\d.]+) GB", body)
+    if m:
+        f["requested_gb"], f["free_gb"] = float(m.group(1)), float(m.group(2))
+
+
+def _fx_host_alloc(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["gb"] = nums[0] if nums else None
+
+
+def _fx_mfs_reduced(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    if nums:
+        f["mem_fraction_static"] = nums[0]
+    m = re.search(r"from: ([\d.]+) to: ([\d.]+)", body)
+    if m:
+        f["from"], f["to"] = float(m.group(1)), float(m.group(2))
+        f["mem_fraction_static"] = f["to"]
+
+
+def _fx_capture_failed(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["inner"] = f.pop("rest", "")
+    f["piecewise"] = "Piecewise" in body[:30] or "piecewise" in body[:30]
+    f["prefill"] = body.startswith("Capture prefill")
+
+
+def _fx_reason(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["reason"] = f.pop("rest", "")
+
+
+def _fx_error(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["error"] = f.pop("rest", "")
+
+
+def _fx_symm_prealloc(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["gib"] = nums[0] if nums else None
+
+
+def _fx_deepep_sm(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["sms"] = nums[0] if nums else None
+
+
+def _fx_sched_watchdog(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    if "watchdog_name" in f:
+        f["name"] = f.pop("watchdog_name")
+
+
+def _fx_nccl_watchdog(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f.update(nccl_watchdog_fields(body))
+    f.pop("rank_tag", None)
+
+
+_WORK = re.compile(r"SeqNum=(\d+).*?OpType=(\w+).*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
+
+
+def nccl_watchdog_fields(text: str) -> Fields:
+    m = _WORK.search(text)
+    if not m:
+        return {}
+    return {"seq": int(m.group(1)), "op_type": m.group(2), "timeout_ms": int(m.group(3)),
+            "elapsed_ms": int(m.group(4))}
+
+
+def _fx_process_exception(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    m = re.match(r"(?:Exception in )?(\w+)", body)
+    f["process"] = m.group(1) if m else None
+
+
+def _fx_scheduler_dead(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["rank"] = nums[0] if nums else None
+    if "exit_code" not in f:
+        m = re.search(r"exit code: (-?\d+)", body)
+        if m:
+            f["exit_code"] = int(m.group(1))
+
+
+def _fx_exit_code(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["exit_code"] = nums[0] if nums else None
+
+
+def _fx_child(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    if body.startswith("Scheduler or") and len(nums) >= 2:
+        f["pid"], f["exit_code"] = nums[0], nums[1]
+    elif body.startswith("Subprocess") and len(nums) >= 2:
+        f["name"], f["pid"], f["exit_code"] = (words[0] if words else None), nums[0], nums[1]
+    else:
+        m = re.search(r"exit ?code[ =](-?\d+)", body)
+        if m:
+            f["exit_code"] = int(m.group(1))
+        m = re.search(r"pid=(\d+)", body)
+        if m:
+            f["pid"] = int(m.group(1))
+        f.pop("with_an_exit_code", None)
+
+
+def _fx_port(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["port_name"] = f.pop("port_name", None) or "port"
+    f["port"] = nums[0] if nums else None
+    m = re.search(r"port=(\d+)", body)
+    if f["port"] is None and m:
+        f["port"] = int(m.group(1))
+
+
+def _fx_init_failed(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    if "init_state" in f:
+        f["state"] = f.pop("init_state").rstrip(":") + " " + f.pop("rest", "")
+
+
+def _fx_p2p_cache(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["action"] = "read" if body.startswith("reading") else "generate"
+    f["path"] = f.pop("rest", "")
+
+
+def _fx_model_import(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["module"] = words[0].rstrip(".:") if words else None
+    f["error"] = f.pop("rest", "")
+
+
+_FINISHERS = {
+    "model_import_failed": _fx_model_import,
+    "nccl_version": _fx_nccl_version,
+    "kv_cache_dtype": _fx_kv_dtype,
+    "weight_load_end": _fx_weight_end,
+    "kv_cache_allocated": _fx_kv_alloc,
+    "scheduler_summary": _fx_summary,
+    "attention_backend": _fx_attention,
+    "graph_capture_begin": _fx_graph_begin,
+    "graph_capture_end": _fx_graph_end,
+    "graph_capture_sizes": _fx_graph_sizes,
+    "graph_capture_progress": _fx_graph_progress,
+    "checkpoint_progress": _fx_checkpoint,
+    "graph_addresses_registered": _fx_registered,
+    "uvicorn_started": _fx_uvicorn_started,
+    "uvicorn_running": _fx_uvicorn_running,
+    "kv_not_enough_memory": _fx_mfs_message,
+    "kv_no_memory_after_weights": _fx_mfs_message,
+    "max_total_tokens_capped": _fx_capped,
+    "memory_unbalanced": _fx_unbalanced,
+    "rank_load_incomplete": _fx_rank_load,
+    "batch_out_of_memory": _fx_batch_oom,
+    "host_memory_insufficient": _fx_host_mem,
+    "host_cache_allocating": _fx_host_alloc,
+    "mem_fraction_reduced": _fx_mfs_reduced,
+    "graph_capture_failed": _fx_capture_failed,
+    "cuda_graph_disabled": _fx_reason,
+    "piecewise_graph_disabled": _fx_reason,
+    "custom_allreduce_disabled": _fx_reason,
+    "symm_mem_unavailable": _fx_reason,
+    "custom_allreduce_setup_failed": _fx_error,
+    "cudart_error": _fx_error,
+    "nccl_error": _fx_error,
+    "symm_mem_prealloc": _fx_symm_prealloc,
+    "deepep_sm_warning": _fx_deepep_sm,
+    "scheduler_watchdog_timeout": _fx_sched_watchdog,
+    "nccl_watchdog_timeout": _fx_nccl_watchdog,
+    "process_exception": _fx_process_exception,
+    "scheduler_dead": _fx_scheduler_dead,
+    "exit_code": _fx_exit_code,
+    "child_terminated": _fx_child,
+    "port_unavailable": _fx_port,
+    "init_failed": _fx_init_failed,
+    "p2p_cache": _fx_p2p_cache,
+}

@@ -1,0 +1,172 @@
+"""Split a line into its prefix (time, ranks, level, origin) and the message body.
+
+Prefix forms, oldest to newest (catalog PFX rows): none; `[HH:MM:SS TP0] `; `[YYYY-MM-DD HH:MM:SS TP0] `;
+`[… .mmm DP0 PP1 ATTN_CP0 TP3 EP3] ` (ranks in any order); uvicorn `[…] INFO:     `; old inline
+`[gpu_id=0] ` / `[gpu=0] ` / `Rank 0: `. Foreign forms: NCCL `host:pid:tid [rank] … NCCL WARN`, torch
+`[rank0]:[E1130 01:45:25.890538359 File.cpp:689] `, glog `E1130 01:46:32.635000 878 file.py:986] `, vLLM
+`WARNING 05-25 00:00:25 file.py:74] `, `[Gloo] `, Ray `(SchedulerActor pid=1, ip=…) `, `docker logs -t`
+ISO stamps.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+
+_SGLANG = re.compile(
+    r"\[(?:(\d{4}-\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?((?: [A-Z][A-Z_]*\d+)*)\] ?"
+)
+_UVICORN = re.compile(r"(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
+_NCCL = re.compile(
+    r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<rank>\d+)\] ?(?P<loc>.*?)\s*"
+    r"NCCL (?P<level>INFO|WARN|ERROR|TRACE|ABORT) ?(?P<msg>.*)"
+)
+_TORCH = re.compile(
+    r"(?:\[rank(?P<rank>\d+)\]:)?\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)?"
+    r"(?: \d+)? (?P<src>[^\]\s]+)\] ?"
+)
+_GLOG = re.compile(
+    r"(?:\[rank(?P<rank>\d+)\]:)?(?P<level>[IWEF])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? +\d+ "
+    r"(?P<src>[^\]\s]+:\d+)\] ?"
+)
+_VLLM = re.compile(
+    r"(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL) (?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)"
+    r"(?:\.\d+)? (?:\[(?P<src2>[^\]]+)\] )?(?P<src>[\w.]+:\d+)\] ?"
+)
+_RAY = re.compile(r"\((?:[\w ,=.:/-]*pid=\d+[\w ,=.:/-]*)\) ")
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+_OLD_RANK = re.compile(r"(?:\[gpu_id=(\d+)\]|\[gpu=(\d+)\]|Rank (\d+):) ")
+_RANK_TOKEN = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
+_GLOO = "[Gloo] "
+
+_day_cache: dict[str, float] = {}
+
+
+@dataclass(slots=True)
+class Prefixed:
+    body: str
+    ts: str | None = None
+    secs: float | None = None
+    ranks: str | None = None
+    rank: int | None = None
+    level: str | None = None
+    origin: str = "sglang"       # sglang | uvicorn | nccl | torch | glog | vllm | gloo | plain
+    extra: dict[str, str] | None = None
+
+
+def _day_secs(d: str) -> float:
+    v = _day_cache.get(d)
+    if v is None:
+        try:
+            v = float(date.fromisoformat(d).toordinal() - 719163) * 86400.0
+        except ValueError:
+            v = 0.0
+        _day_cache[d] = v
+    return v
+
+
+def _rank_of(label: str) -> int | None:
+    """The TP rank of a label like ' DP0 PP1 TP3 EP3' (attention TP when only DP is shown)."""
+    tp = None
+    other = None
+    for name, num in _RANK_TOKEN.findall(label):
+        if name == "TP":
+            tp = int(num)
+        elif other is None and name in ("PP", "DP", "EP"):
+            other = int(num)
+    return tp if tp is not None else other
+
+
+def split_prefix(text: str) -> Prefixed:
+    """Strip every prefix layer we recognise from one line; never raises."""
+    ts: str | None = None
+    secs: float | None = None
+    t = text
+    if t[:1] == "(":
+        m = _RAY.match(t)
+        if m:
+            t = t[m.end():]
+    if t[:1].isdigit() and len(t) > 20 and t[4] == "-" and t[10] == "T":
+        m = _ISO.match(t)
+        if m:
+            t = t[m.end():]
+    if t[:1] == "[":
+        m = _SGLANG.match(t)
+        if m:
+            d, hh, mm, ss, ms, label = m.groups()
+            ts = t[1:m.end()].rstrip().rstrip("]")
+            if label:
+                ts = ts[: len(ts) - len(label)]
+            secs = int(hh) * 3600 + int(mm) * 60 + int(ss) + (float("0." + ms) if ms else 0.0)
+            if d:
+                secs += _day_secs(d)
+            t = t[m.end():]
+            if label:
+                p = Prefixed(t, ts, secs, label.strip(), _rank_of(label))
+                return _inner(p)
+            p = Prefixed(t, ts, secs)
+            return _inner(p)
+        if t.startswith("[rank") or (len(t) > 2 and t[1] in "IWEF" and t[2:3].isdigit()):
+            m = _TORCH.match(t)
+            if m:
+                rank = m.group("rank")
+                return Prefixed(t[m.end():], m.group("md") + " " + m.group("time"), None,
+                                f"rank{rank}" if rank else None, int(rank) if rank else None,
+                                m.group("level"), "torch", {"source": m.group("src")})
+            m = _GLOG.match(t)
+            if m:
+                rank = m.group("rank")
+                return Prefixed(t[m.end():], m.group("md") + " " + m.group("time"), None,
+                                f"rank{rank}" if rank else None, int(rank) if rank else None,
+                                m.group("level"), "glog", {"source": m.group("src")})
+        if t.startswith(_GLOO):
+            return Prefixed(t[len(_GLOO):], origin="gloo")
+    return _inner(Prefixed(t, ts, secs, origin="sglang" if ts else "plain"))
+
+
+def _inner(p: Prefixed) -> Prefixed:
+    """Prefixes that can follow an SGLang stamp (uvicorn level, NCCL, glog) or stand alone."""
+    t = p.body
+    c = t[:1]
+    if c in "IWEDCT":
+        m = _UVICORN.match(t)
+        if m:
+            p.level, p.origin, p.body = m.group(1), "uvicorn", t[m.end():]
+            return p
+        m = _VLLM.match(t)
+        if m:
+            p.level, p.origin, p.body = m.group("level"), "vllm", t[m.end():]
+            p.ts = p.ts or (m.group("md") + " " + m.group("time"))
+            p.extra = {"source": m.group("src")}
+            return p
+    if c in "IWEF" and t[1:2].isdigit():
+        m = _GLOG.match(t)
+        if m:
+            p.level, p.origin, p.body = m.group("level"), "glog", t[m.end():]
+            p.ts = p.ts or (m.group("md") + " " + m.group("time"))
+            p.extra = {"source": m.group("src")}
+            return p
+    if c == "[" and t.startswith("[rank"):
+        m = _TORCH.match(t) or _GLOG.match(t)
+        if m:
+            rank = m.group("rank")
+            p.level, p.origin, p.body = m.group("level"), "torch", t[m.end():]
+            if rank:
+                p.rank, p.ranks = int(rank), f"rank{rank}"
+            p.extra = {"source": m.group("src")}
+            return p
+    if " NCCL " in t:
+        m = _NCCL.match(t)
+        if m:
+            p.level, p.origin, p.body = m.group("level"), "nccl", m.group("msg")
+            p.rank, p.ranks = int(m.group("rank")), f"rank{m.group('rank')}"
+            p.extra = {"host": m.group("host"), "pid": m.group("pid"), "location": m.group("loc")}
+            return p
+    if c in "[R":
+        m = _OLD_RANK.match(t)
+        if m:
+            r = next(g for g in m.groups() if g is not None)
+            p.rank, p.ranks, p.body = int(r), f"TP{r}", t[m.end():]
+            if p.origin == "plain":
+                p.origin = "sglang"
+    return p

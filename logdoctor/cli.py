@@ -108,6 +108,131 @@ def summary_cmd(log: str | None, fmt: str) -> None:
         click.echo(summary_text(run))
 
 
+def _color_enabled(stream: Any) -> bool:
+    import os
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _load_rules(extra: tuple[str, ...]) -> list[Any]:
+    from .rules import RuleError, load_ruleset
+    try:
+        return load_ruleset(list(extra))
+    except RuleError as e:
+        raise UsageError(str(e)) from None
+
+
+@cli.command("explain")
+@click.argument("log", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
+              help="Add rules from DIR (repeatable); a rule with the same id or name overrides a built-in.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when a failure is diagnosed.")
+def explain_cmd(log: str | None, fmt: str, rule_dirs: tuple[str, ...], exit_zero: bool) -> int:
+    """Say why the launch in LOG (a file, or - / stdin) failed: evidence, why, what to change.
+
+    Exit codes: 0 no failure found, 1 failure diagnosed, 2 usage or input error.
+    """
+    from .diagnose import diagnose
+    rules = _load_rules(rule_dirs)
+    source = _sources((log,) if log else ())[0]
+    report = diagnose(_events(source), rules, "<stdin>" if source == "-" else source)
+    if fmt == "json":
+        click.echo(_dump(report.to_dict()))
+    elif fmt == "markdown":
+        from .report import explain_markdown
+        click.echo(explain_markdown(report))
+    else:
+        from .report import explain_text
+        click.echo(explain_text(report, color=_color_enabled(sys.stdout)))
+    return EXIT_FAILURE_FOUND if report.verdict == "failed" and not exit_zero else EXIT_OK
+
+
+@cli.group("rules")
+def rules_group() -> None:
+    """List, document, check and test rules."""
+
+
+@rules_group.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR")
+def rules_list(fmt: str, rule_dirs: tuple[str, ...]) -> None:
+    """List every rule (built-in and --rules DIR)."""
+    rules = sorted(_load_rules(rule_dirs), key=lambda r: r.id)
+    rows = [{"id": r.id, "name": r.name, "category": r.category, "severity": r.severity, "stage": r.stage,
+             "title": r.title} for r in rules]
+    if fmt == "json":
+        click.echo(_dump(rows))
+    elif fmt == "csv":
+        import csv
+        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["id"])
+        w.writeheader()
+        w.writerows(rows)
+    else:
+        for r in rows:
+            click.echo(f"{r['id']:<7} {r['category']:<22} {r['severity']:<8} {r['name']:<40} {r['title']}")
+        click.echo(f"{len(rows)} rules")
+
+
+@rules_group.command("explain")
+@click.argument("rule_id")
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR")
+def rules_explain(rule_id: str, rule_dirs: tuple[str, ...]) -> None:
+    """Print a rule's documentation: what it detects, why it happens, how to fix, examples."""
+    rules = _load_rules(rule_dirs)
+    rule = next((r for r in rules if rule_id in (r.id, r.name)), None)
+    if rule is None:
+        raise UsageError(f"no rule {rule_id!r} (see 'logdoctor rules list')")
+    from .report import rule_doc
+    click.echo(rule_doc(rule))
+
+
+@rules_group.command("check")
+@click.argument("directory", required=False)
+def rules_check(directory: str | None) -> int:
+    """Validate rule files (schema, patterns, conditions); problems as file:line: message, exit 2."""
+    from pathlib import Path
+
+    from .resources import builtin_rules_dir
+    from .rules import check_dir
+    rules, problems = check_dir(Path(directory) if directory else builtin_rules_dir())
+    for p in problems:
+        click.echo(str(p))
+    if problems:
+        click.echo(f"{len(problems)} problem(s), {len(rules)} valid rule(s)", err=True)
+        return EXIT_USAGE
+    click.echo(f"{len(rules)} rule(s) OK")
+    return EXIT_OK
+
+
+@rules_group.command("test")
+@click.argument("directory", required=False)
+def rules_test(directory: str | None) -> int:
+    """Run every rule's fires/quiet examples; exit 1 when one does not behave."""
+    from pathlib import Path
+
+    from .resources import builtin_rules_dir
+    from .ruletest import run_examples
+    from .rules import check_dir
+    rules, problems = check_dir(Path(directory) if directory else builtin_rules_dir())
+    for p in problems:
+        click.echo(str(p))
+    if problems:
+        return EXIT_USAGE
+    failures = 0
+    for rule in sorted(rules, key=lambda r: r.id):
+        for outcome in run_examples(rule):
+            if not outcome.ok:
+                failures += 1
+                click.echo(f"FAIL {rule.id} {outcome.which} {outcome.path}: {outcome.message}")
+    total = sum(len(r.examples.get("fires", [])) + len(r.examples.get("quiet", [])) for r in rules)
+    click.echo(f"{total - failures} passed, {failures} failed")
+    return EXIT_FAILURE_FOUND if failures else EXIT_OK
+
+
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)

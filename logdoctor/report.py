@@ -56,3 +56,179 @@ def summary_text(run: Run) -> str:
     out.append("")
     out.append(f"{run.line_count} lines, {run.event_count} events, {run.unparsed_count} unparsed")
     return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------
+# explain: text (optionally coloured), json, markdown — all from one Report
+
+
+def _style(enabled: bool) -> "dict[str, str]":
+    if not enabled:
+        return {k: "" for k in ("bold", "red", "green", "yellow", "dim", "cyan", "reset")}
+    return {"bold": "\x1b[1m", "red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m", "dim": "\x1b[2m",
+            "cyan": "\x1b[36m", "reset": "\x1b[0m"}
+
+
+def _rank_label(rank: "str | None") -> str:
+    return f" {rank}" if rank else ""
+
+
+def explain_text(report: "Report", color: bool = False) -> str:
+    s = _style(color)
+    out: list[str] = []
+    p = report.primary
+    verdict_color = {"failed": s["red"], "healthy": s["green"], "incomplete": s["yellow"]}[report.verdict]
+    head = f"{s['bold']}{verdict_color}{report.verdict.upper()}{s['reset']}"
+    if p is not None:
+        head += f"  {s['bold']}{p.category}{s['reset']}  {p.rule.title}  {s['dim']}[{p.rule.id} {p.rule.name}, confidence {p.confidence:.2f}]{s['reset']}"
+    elif report.verdict == "healthy":
+        head += "  the server reached ready and nothing fatal followed"
+    else:
+        head += "  no failure and no ready line: a fragment, or a launch that stopped"
+    out.append(head)
+    out.append(f"{s['dim']}{report.source}{s['reset']}")
+    if p is not None:
+        out.append("")
+        out.append(f"{s['bold']}Evidence{s['reset']}")
+        for e in p.evidence:
+            rank = e.ranks or ("" if e.rank is None else f"rank{e.rank}")
+            out.append(f"  {s['cyan']}line {e.line}{s['reset']}{_rank_label(rank)}: {e.text}")
+        out.append("")
+        out.append(f"{s['bold']}Why{s['reset']}")
+        out.extend(_wrap(p.explanation, "  "))
+        out.append("")
+        out.append(f"{s['bold']}What to do{s['reset']}")
+        for i, r in enumerate(p.remedies, 1):
+            lines = _wrap(r, "     ")
+            out.append(f"  {i}. {lines[0].strip()}")
+            out.extend(lines[1:])
+    others = [d for d in report.diagnoses if d is not p]
+    if others:
+        out.append("")
+        out.append(f"{s['bold']}Also seen{s['reset']}")
+        for d in others[:8]:
+            kind = "fatal" if d.rule.fatal and not d.rule.cascade else ("cascade" if d.rule.cascade else d.rule.severity)
+            out.append(f"  line {d.position}: {d.rule.id} {d.rule.title} ({d.category}, {kind})")
+    out.append("")
+    out.append(f"{s['bold']}Stages{s['reset']}")
+    out.append("  " + _stages_line(report.run))
+    return "\n".join(out)
+
+
+def _stages_line(run: Run) -> str:
+    parts = []
+    for name in STAGES:
+        st = run.stages.get(name)
+        if st is None:
+            parts.append(f"{name} ✗")
+            continue
+        dur = f" {st.duration_s:.0f}s" if st.duration_s else ""
+        ts = (st.first_ts or "").split(" ")[-1]
+        parts.append(f"{name} ✓ (line {st.first_line}{', ' + ts if ts else ''}{dur})")
+    return " → ".join(parts)
+
+
+def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
+    import textwrap
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent) or [indent]
+
+
+def explain_markdown(report: "Report") -> str:
+    p = report.primary
+    out = []
+    if p is not None:
+        out.append(f"### logdoctor: **{report.verdict}** — `{p.category}`: {p.rule.title}")
+        out.append("")
+        out.append(f"Rule `{p.rule.id}` ({p.rule.name}), confidence {p.confidence:.2f}. Source: `{report.source}`")
+        out.append("")
+        out.append("**Evidence**")
+        out.append("")
+        out.append("```")
+        for e in p.evidence:
+            rank = e.ranks or ("" if e.rank is None else f"rank{e.rank}")
+            out.append(f"line {e.line}{_rank_label(rank)}: {e.text}")
+        out.append("```")
+        out.append("")
+        out.append("**Why**")
+        out.append("")
+        out.append(p.explanation)
+        out.append("")
+        out.append("**What to do**")
+        out.append("")
+        for i, r in enumerate(p.remedies, 1):
+            out.append(f"{i}. {r}")
+    else:
+        out.append(f"### logdoctor: **{report.verdict}**")
+        out.append("")
+        out.append(f"Source: `{report.source}`. " + ("The server reached ready and nothing fatal followed."
+                                                    if report.verdict == "healthy" else
+                                                    "No failure and no ready line in this log."))
+    others = [d for d in report.diagnoses if d is not p]
+    if others:
+        out.append("")
+        out.append("<details><summary>Also seen</summary>")
+        out.append("")
+        for d in others[:10]:
+            out.append(f"- line {d.position}: `{d.rule.id}` {d.rule.title} ({d.category})")
+        out.append("")
+        out.append("</details>")
+    out.append("")
+    out.append(f"Stages: {_stages_line(report.run)}")
+    return "\n".join(out)
+
+
+from .diagnose import Report  # noqa: E402  (type used in annotations above)
+
+
+def rule_doc(rule: "Rule") -> str:
+    out = [f"{rule.id}  {rule.name}", f"{rule.title}", ""]
+    out.append(f"category: {rule.category}   severity: {rule.severity}   fatal: {rule.fatal}   stage: {rule.stage}"
+               f"   versions: {rule.versions}   priority: {rule.priority}")
+    out.append(f"file: {rule.path}")
+    out.append("")
+    out.append("What it detects")
+    for name, sel in rule.selections.items():
+        parts = []
+        if sel.kinds:
+            parts.append("event " + "|".join(sorted(sel.kinds)))
+        if sel.where:
+            parts.append("where " + ", ".join(f"{k} {_matcher_text(v)}" for k, v in sel.where.items()))
+        if sel.any_of:
+            parts.append("any of " + " | ".join(", ".join(f"{k} {_matcher_text(v)}" for k, v in alt.items())
+                                                 for alt in sel.any_of))
+        if sel.fuzzy:
+            parts.append(f"fuzzy {sel.fuzzy.get('field', 'text')} ~ {sel.fuzzy['text']!r} (≥{sel.fuzzy.get('cutoff', 85)})")
+        if sel.run:
+            parts.append("run " + ", ".join(f"{k} {_matcher_text(v)}" for k, v in sel.run.items()))
+        if sel.before:
+            parts.append(f"before {sel.before}")
+        if sel.after:
+            parts.append(f"after {sel.after}")
+        out.append(f"  {name}: " + "; ".join(parts))
+    out.append(f"  condition: {rule.condition_text}")
+    out.append("")
+    out.append("Why it happens")
+    out.extend(_wrap(rule.why or rule.explanation, "  "))
+    out.append("")
+    out.append("How to fix (templates are filled with the log's numbers)")
+    for i, r in enumerate(rule.remedy, 1):
+        out.append(f"  {i}. {r}")
+    out.append("")
+    out.append("Examples")
+    for which in ("fires", "quiet"):
+        for p in rule.examples.get(which, []):
+            out.append(f"  {which}: {p}")
+    if rule.references:
+        out.append("")
+        out.append("References")
+        out.extend(f"  {r}" for r in rule.references)
+    return "\n".join(out)
+
+
+def _matcher_text(m: object) -> str:
+    if isinstance(m, dict):
+        return " ".join(f"{k}={v!r}" for k, v in m.items() if k != "_rx")
+    return f"= {m!r}"
+
+
+from .rules import Rule  # noqa: E402

@@ -1,0 +1,107 @@
+"""Diagnoses to a verdict and a ranked list: the root cause first, the rest as context.
+
+Root cause = the first fatal diagnosis in the log (by the line of its decisive text), ties broken by
+rule priority (specific rules over wrappers such as `Capture cuda graph failed:`). Cascades (SIGQUIT
+from a child, "scheduler is dead", other ranks' aborts) never lead. A rule of category `unknown` leads
+only when no rule names a cause. Verdicts: `failed`, `healthy` (reached ready, nothing fatal after),
+`incomplete` (no fatal failure and no ready line).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import Diagnosis, EventIndex, evaluate_rule, render
+from .events import Event
+from .memory import analyse, template_values
+from .rules import Rule
+from .summary import Run, RunBuilder
+
+SCHEMA = "logdoctor.diagnosis/1"
+
+
+@dataclass
+class Report:
+    source: str
+    verdict: str
+    primary: Diagnosis | None
+    diagnoses: list[Diagnosis]
+    run: Run
+    memory: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "verdict": self.verdict,
+            "primary": self.primary.to_dict() if self.primary else None,
+            "diagnoses": [d.to_dict() for d in self.diagnoses],
+            "run": self.run.to_dict(),
+        }
+
+
+def _is_fatal(d: Diagnosis) -> bool:
+    return d.rule.fatal and not d.rule.cascade
+
+
+def _key(d: Diagnosis) -> tuple[int, int]:
+    return (d.position, -d.rule.priority)
+
+
+def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
+    ready_line = run.stages["ready"].first_line if "ready" in run.stages else None
+    fatal = [d for d in diags if _is_fatal(d) and (ready_line is None or d.position > ready_line)]
+    if fatal:
+        known = sorted((d for d in fatal if d.category != "unknown"), key=_key)
+        primary = known[0] if known else sorted(fatal, key=_key)[0]
+        verdict = "failed"
+    elif ready_line is not None:
+        primary, verdict = None, "healthy"
+    else:
+        stalls = sorted((d for d in diags if not d.rule.cascade and d.rule.severity != "info"), key=_key)
+        primary, verdict = (stalls[0] if stalls else None), "incomplete"
+    rest = sorted((d for d in diags if d is not primary), key=lambda d: (not _is_fatal(d), d.position, -d.rule.priority))
+    ordered = ([primary] if primary else []) + rest
+    return verdict, primary, ordered
+
+
+def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "") -> Report:
+    """Fold, match and rank one log's events (streaming: events are consumed once)."""
+    builder = RunBuilder(source)
+
+    def tee() -> Iterable[Event]:
+        last = 0
+        for ev in events:
+            builder.add(ev)
+            last = max(last, ev.end_line or ev.line)
+            yield ev
+        builder.finish(last)
+
+    index = EventIndex(tee())
+    run = builder.run
+    diags, _ = run_rules_on_index(rules, index, run)
+    mem = analyse(run)
+    mem_values = template_values(mem)
+    for d in diags:
+        d.values["mem"] = mem_values
+        d.explanation = render(d.rule.explanation, d.values)
+        d.remedies = [render(r, d.values) for r in d.rule.remedy]
+        if d.category == "memory_pressure":
+            d.memory = mem.to_dict()
+    verdict, primary, ordered = rank_diagnoses(diags, run)
+    return Report(source, verdict, primary, ordered, run, mem.to_dict())
+
+
+def run_rules_on_index(rules: list[Rule], index: EventIndex, run: Run) -> tuple[list[Diagnosis], EventIndex]:
+    run_dict = run.to_dict()
+    out = []
+    for rule in rules:
+        d = evaluate_rule(rule, index, run, run_dict)
+        if d is not None:
+            out.append(d)
+    return out, index
+
+
+__all__ = ["Report", "diagnose", "rank_diagnoses", "SCHEMA"]

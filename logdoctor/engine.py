@@ -1,0 +1,330 @@
+"""Rules over events and the Run: selections, conditions, and one Diagnosis per firing rule.
+
+Rules never see raw lines: a selection matches event kinds, event fields (equals, ranges, RE2 regex,
+substring), a fuzzy text match (rapidfuzz, the score feeds the confidence), or run-summary fields.
+Every event also exposes `stage` (the launch stage the log had reached when it was printed), `line`,
+`rank`, `ranks`, `text` and `kind` as pseudo-fields.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from .condition import evaluate, positive_names
+from .events import Event
+from .rules import Rule, Selection
+from .summary import Run
+
+PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
+                      "graph_capture_progress"})
+MAX_KEPT_EVENTS = 200_000
+MAX_EVIDENCE = 8
+_STAGE_OF_KIND = {
+    "dist_init_begin": "init", "weight_load_begin": "weights", "kv_cache_allocated": "kv_pool",
+    "memory_pool_end": "kv_pool", "graph_capture_begin": "graph_capture", "uvicorn_started": "warmup",
+    "uvicorn_running": "warmup", "server_ready": "runtime",
+}
+_STAGE_RANK = {"args": 0, "init": 1, "weights": 2, "kv_pool": 3, "graph_capture": 4, "warmup": 5, "runtime": 6}
+
+
+@dataclass
+class Evidence:
+    line: int
+    rank: int | None
+    ranks: str | None
+    text: str
+    kind: str
+    end_line: int | None = None
+
+
+@dataclass
+class Diagnosis:
+    rule: Rule
+    evidence: list[Evidence]
+    position: int                     # where in the log the cause shows (line)
+    confidence: float
+    values: dict[str, Any]
+    explanation: str = ""
+    remedies: list[str] = field(default_factory=list)
+    memory: dict[str, Any] | None = None
+
+    @property
+    def category(self) -> str:
+        return self.rule.category
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "rule": self.rule.id, "name": self.rule.name, "category": self.rule.category,
+            "title": self.rule.title, "severity": self.rule.severity, "fatal": self.rule.fatal and not self.rule.cascade,
+            "confidence": round(self.confidence, 3), "line": self.position,
+            "evidence": [{"line": e.line, "rank": e.ranks or (None if e.rank is None else f"rank{e.rank}"),
+                          "text": e.text} for e in self.evidence],
+            "explanation": self.explanation, "remedies": self.remedies,
+        }
+        if self.memory is not None:
+            d["memory"] = self.memory
+        return d
+
+
+class EventIndex:
+    """The non-periodic events of one log, by kind, each with the stage it was printed in."""
+
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.events: list[Event] = []
+        self.stages: list[str] = []
+        self.by_kind: dict[str, list[int]] = {}
+        stage = "args"
+        for ev in events:
+            s = _STAGE_OF_KIND.get(ev.kind)
+            if s is not None and _STAGE_RANK[s] > _STAGE_RANK[stage]:
+                stage = s
+            if ev.kind in PERIODIC:
+                if stage in ("warmup",) and ev.kind in ("decode_batch", "prefill_batch"):
+                    pass
+                continue
+            if len(self.events) >= MAX_KEPT_EVENTS:
+                continue
+            self.by_kind.setdefault(ev.kind, []).append(len(self.events))
+            self.events.append(ev)
+            self.stages.append(stage)
+
+    def candidates(self, kinds: frozenset[str] | None) -> Iterable[int]:
+        if kinds is None:
+            return range(len(self.events))
+        idx: list[int] = []
+        for k in kinds:
+            idx.extend(self.by_kind.get(k, ()))
+        return sorted(idx)
+
+
+def position(ev: Event) -> int:
+    """The line where an event's decisive text is: a traceback's final exception, else its first line."""
+    return int(ev.fields.get("exception_line") or ev.line)
+
+
+def _lookup(ev: Event, stage: str, path: str) -> Any:
+    if path == "stage":
+        return stage
+    if path in ("text", "line", "rank", "ranks", "kind", "ts"):
+        return getattr(ev, path)
+    cur: Any = ev.fields
+    for part in path.split("."):
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+        if cur is None:
+            return None
+    return cur
+
+
+def _lookup_dict(d: dict[str, Any], path: str) -> Any:
+    cur: Any = d
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def match_value(value: Any, m: Any) -> bool:
+    if not isinstance(m, dict):
+        if isinstance(m, bool) or m is None:
+            return value is m or value == m
+        if isinstance(m, (int, float)) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value) == float(m)
+        return str(value) == str(m) if value is not None else False
+    for op, arg in m.items():
+        if op == "_rx":
+            continue
+        if op == "exists":
+            if (value is not None) != bool(arg):
+                return False
+        elif op == "eq":
+            if not match_value(value, arg):
+                return False
+        elif op == "ne":
+            if match_value(value, arg):
+                return False
+        elif op in ("lt", "le", "gt", "ge"):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                return False
+            v = float(value)
+            if not {"lt": v < arg, "le": v <= arg, "gt": v > arg, "ge": v >= arg}[op]:
+                return False
+        elif op == "in":
+            if not any(match_value(value, a) for a in arg):
+                return False
+        elif op == "regex":
+            if value is None or m["_rx"].search(_text(value)) is None:
+                return False
+        elif op == "contains":
+            if value is None or arg not in _text(value):
+                return False
+    return True
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return "\n".join(f"{k}={_text(v)}" for k, v in value.items())
+    return str(value)
+
+
+@dataclass
+class SelectionResult:
+    events: list[int]
+    score: float = 100.0
+    truth: bool = False
+
+
+def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any]) -> SelectionResult:
+    if sel.run is not None and sel.kinds is None and not sel.where and not sel.fuzzy and not sel.any_of:
+        ok = all(match_value(_lookup_dict(run_dict, k), m) for k, m in sel.run.items())
+        return SelectionResult([], 100.0, ok)
+    if sel.run is not None and not all(match_value(_lookup_dict(run_dict, k), m) for k, m in sel.run.items()):
+        return SelectionResult([], 100.0, False)
+    hits: list[int] = []
+    best = 0.0
+    for i in index.candidates(sel.kinds):
+        ev, stage = index.events[i], index.stages[i]
+        if not all(match_value(_lookup(ev, stage, k), m) for k, m in sel.where.items()):
+            continue
+        if sel.any_of and not any(all(match_value(_lookup(ev, stage, k), m) for k, m in alt.items())
+                                  for alt in sel.any_of):
+            continue
+        if sel.fuzzy:
+            value = _lookup(ev, stage, sel.fuzzy.get("field", "text"))
+            if value is None:
+                continue
+            texts = sel.fuzzy["text"]
+            texts = [texts] if isinstance(texts, str) else texts
+            cutoff = float(sel.fuzzy.get("cutoff", 85))
+            hay = _text(value)[:4000]
+            score = max(fuzz.partial_ratio(t, hay, score_cutoff=cutoff) for t in texts)
+            if score < cutoff:
+                continue
+            best = max(best, score)
+        hits.append(i)
+    return SelectionResult(hits, best if sel.fuzzy else 100.0, bool(hits))
+
+
+def _order_filter(results: dict[str, SelectionResult], rule: Rule, index: EventIndex) -> None:
+    """Apply `before:` / `after:` constraints (relative to the first event of another selection)."""
+    for name, sel in rule.selections.items():
+        res = results[name]
+        for ref, keep_before in ((sel.before, True), (sel.after, False)):
+            if ref is None:
+                continue
+            other = results[ref].events
+            if not other:
+                if keep_before:
+                    continue  # nothing to be before: every event qualifies
+                res.events, res.truth = [], False
+                continue
+            pivot = position(index.events[other[0]])
+            res.events = [i for i in res.events
+                          if (position(index.events[i]) < pivot if keep_before else position(index.events[i]) > pivot)]
+            res.truth = bool(res.events)
+
+
+def evaluate_rule(rule: Rule, index: EventIndex, run: Run, run_dict: dict[str, Any]) -> Diagnosis | None:
+    results = {name: _select(sel, index, run_dict) for name, sel in rule.selections.items()}
+    _order_filter(results, rule, index)
+    truth = {name: r.truth for name, r in results.items()}
+    if not evaluate(rule.condition, truth):
+        return None
+    positives = [n for n in positive_names(rule.condition) if truth.get(n)]
+    ev_idx: set[int] = set()
+    for n in positives:
+        ev_idx.update(results[n].events)
+    evs = sorted((index.events[i] for i in ev_idx), key=position)
+    anchor_ev: Event | None = None
+    if rule.anchor and results[rule.anchor].events:
+        anchor_ev = index.events[results[rule.anchor].events[0]]
+    elif evs:
+        anchor_ev = evs[0]
+    pos = position(anchor_ev) if anchor_ev is not None else (run.line_count or 0) + 1
+    scores = [results[n].score for n in positives if rule.selections[n].fuzzy]
+    confidence = rule.confidence * (min(scores) / 100.0 if scores else 1.0)
+    evidence = _pick_evidence(evs, anchor_ev)
+    values: dict[str, Any] = {"run": run_dict}
+    if anchor_ev is not None:
+        values.update({"ev": anchor_ev.fields, "rank": anchor_ev.ranks or anchor_ev.rank, "line": pos})
+    for n in rule.selections:
+        if results[n].events:
+            values[n] = index.events[results[n].events[0]].fields
+            values[n + "_count"] = len(results[n].events)
+    return Diagnosis(rule, evidence, pos, confidence, values)
+
+
+def _pick_evidence(evs: list[Event], anchor: Event | None) -> list[Evidence]:
+    """One line per position; the anchor's rank first, then a few lines from other ranks."""
+    seen: set[int] = set()
+    own: list[Evidence] = []
+    other: list[Evidence] = []
+    anchor_rank = anchor.ranks if anchor is not None else None
+    for e in evs:
+        pos = position(e)
+        if pos in seen:
+            continue
+        seen.add(pos)
+        item = Evidence(pos, e.rank, e.ranks, _evidence_text(e), e.kind, e.end_line)
+        (own if e.ranks == anchor_rank else other).append(item)
+    picked = own[:MAX_EVIDENCE - 2] + other[:2] if other else own[:MAX_EVIDENCE]
+    return sorted(picked, key=lambda x: x.line)
+
+
+def _evidence_text(ev: Event) -> str:
+    if ev.kind == "traceback":
+        exc = ev.fields.get("exception") or "Traceback"
+        msg = (ev.fields.get("message") or "").split("\n", 1)[0]
+        return f"{exc}: {msg}"[:300] if msg else exc
+    return ev.text if len(ev.text) <= 300 else ev.text[:299] + "…"
+
+
+def run_rules(rules: list[Rule], events: Iterable[Event], run: Run) -> tuple[list[Diagnosis], EventIndex]:
+    index = EventIndex(events)
+    run_dict = run.to_dict()
+    out = []
+    for rule in rules:
+        d = evaluate_rule(rule, index, run, run_dict)
+        if d is not None:
+            out.append(d)
+    return out, index
+
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.]*)(?::([^{}]*))?\}")
+
+
+def render(template: str, values: dict[str, Any]) -> str:
+    """`{name}` / `{a.b:.2f}` from plain dict lookups only (no attribute access, no code)."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "{{":
+            return "{"
+        if m.group(0) == "}}":
+            return "}"
+        v = _lookup_dict(values, m.group(1))
+        spec = m.group(2)
+        if v is None:
+            return "?"
+        if spec:
+            try:
+                return format(v, spec)
+            except (ValueError, TypeError):
+                return str(v)
+        if isinstance(v, float):
+            return f"{v:g}"
+        if isinstance(v, list):
+            return ", ".join(str(x) for x in v)
+        return str(v)
+    return " ".join(_PLACEHOLDER.sub(sub, template).split())

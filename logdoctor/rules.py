@@ -1,0 +1,313 @@
+"""Rule files: safe loading, schema validation, pattern compilation, `file:line: message` problems.
+
+A rule is data only. YAML is read with a safe loader that refuses aliases (no alias bombs) and tags
+that construct objects; files over `MAX_RULE_BYTES` are refused; regexes are compiled with RE2
+(linear time: no catastrophic backtracking), so nothing in a rule file can run code or hang the tool.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .resources import builtin_rules_dir
+
+MAX_RULE_BYTES = 256 * 1024
+CATEGORY_PREFIX = {
+    "memory_pressure": "MEM", "ipc_bar": "IPC", "graph_incompatibility": "GRF", "communication": "COM",
+    "unsupported": "UNS", "environment": "ENV", "configuration": "CFG", "unknown": "UNK",
+}
+CATEGORIES = tuple(CATEGORY_PREFIX)
+
+
+class RuleError(Exception):
+    def __init__(self, path: Path | str, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path, self.line, self.message = str(path), line, message
+
+
+@dataclass
+class Selection:
+    name: str
+    kinds: frozenset[str] | None
+    where: dict[str, Any]
+    any_of: list[dict[str, Any]]
+    fuzzy: dict[str, Any] | None
+    run: dict[str, Any] | None
+    before: str | None
+    after: str | None
+
+
+@dataclass
+class Rule:
+    id: str
+    name: str
+    title: str
+    category: str
+    severity: str
+    fatal: bool
+    cascade: bool
+    priority: int
+    confidence: float
+    stage: str
+    versions: str
+    anchor: str | None
+    selections: dict[str, Selection]
+    condition: Any                      # compiled condition tree (see condition.py)
+    condition_text: str
+    explanation: str
+    remedy: list[str]
+    why: str
+    references: list[str]
+    examples: dict[str, list[str]]
+    path: Path
+    base_dir: Path = field(default_factory=Path)
+
+    def example_paths(self, which: str) -> list[Path]:
+        return [(self.base_dir / p).resolve() for p in self.examples.get(which, [])]
+
+
+# ------------------------------------------------------------------------------------------------
+# safe YAML with line numbers
+
+
+class _SafeLineLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases and records the line of every mapping key."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.MarkedYAMLError("while composing", None, "aliases are not allowed in rule files",
+                                       event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(path: Path) -> tuple[Any, dict[str, int]]:
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise RuleError(path, 1, f"cannot read: {e.strerror or e}") from None
+    if size > MAX_RULE_BYTES:
+        raise RuleError(path, 1, f"file is {size} bytes; rule files are limited to {MAX_RULE_BYTES}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RuleError(path, 1, f"cannot read as UTF-8 text: {e}") from None
+    loader = _SafeLineLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise RuleError(path, 1, "empty rule file")
+        lines: dict[str, int] = {}
+        _record_lines(node, "", lines)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = (mark.line + 1) if mark else 1
+        raise RuleError(path, line, (e.problem or e.context or "invalid YAML").strip()) from None
+    except yaml.YAMLError as e:
+        raise RuleError(path, 1, f"invalid YAML: {e}") from None
+    finally:
+        loader.dispose()
+    return data, lines
+
+
+def _record_lines(node: Any, prefix: str, lines: dict[str, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = f"{prefix}/{k.value}" if prefix else str(k.value)
+            lines[key] = k.start_mark.line + 1
+            _record_lines(v, key, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            key = f"{prefix}/{i}"
+            lines[key] = v.start_mark.line + 1
+            _record_lines(v, key, lines)
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    import jsonschema
+    schema = json.loads((builtin_rules_dir() / "schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _line_for(lines: dict[str, int], path_parts: list[Any]) -> int:
+    parts = [str(p) for p in path_parts]
+    while parts:
+        key = "/".join(parts)
+        if key in lines:
+            return lines[key]
+        parts.pop()
+    return 1
+
+
+# ------------------------------------------------------------------------------------------------
+# compilation
+
+
+def compile_regex(pattern: str) -> Any:
+    """RE2 (linear-time) compile; raises ValueError with RE2's message."""
+    import re2
+    try:
+        return re2.compile(pattern)
+    except Exception as e:  # re2.error, TypeError
+        raise ValueError(f"bad regex {pattern!r}: {e}") from None
+
+
+def _compile_matcher(m: Any) -> Any:
+    if isinstance(m, dict) and "regex" in m:
+        m = dict(m)
+        m["_rx"] = compile_regex(m["regex"])
+    return m
+
+
+def _compile_selection(name: str, spec: dict[str, Any]) -> Selection:
+    ev = spec.get("event")
+    kinds = frozenset([ev] if isinstance(ev, str) else ev) if ev is not None else None
+    where = {k: _compile_matcher(v) for k, v in (spec.get("where") or {}).items()}
+    any_of = [{k: _compile_matcher(v) for k, v in alt.items()} for alt in spec.get("any_of") or []]
+    run = {k: _compile_matcher(v) for k, v in (spec.get("run") or {}).items()} if "run" in spec else None
+    return Selection(name, kinds, where, any_of, spec.get("fuzzy"), run, spec.get("before"), spec.get("after"))
+
+
+def load_rule(path: Path) -> Rule:
+    from .condition import parse_condition
+    from .events import KINDS
+
+    data, lines = _load_yaml(path)
+    if not isinstance(data, dict):
+        raise RuleError(path, 1, "a rule file must be a mapping")
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        raise RuleError(path, _line_for(lines, list(e.absolute_path)), f"{where}: {_short(e.message)}")
+    if path.stem != data["name"]:
+        raise RuleError(path, lines.get("name", 1), f"name {data['name']!r} must equal the file name {path.stem!r}")
+    prefix = CATEGORY_PREFIX[data["category"]]
+    if not data["id"].startswith(prefix):
+        raise RuleError(path, lines.get("id", 1), f"id {data['id']} must start with {prefix} for category {data['category']}")
+    if path.parent.name in CATEGORY_PREFIX and path.parent.name != data["category"]:
+        raise RuleError(path, lines.get("category", 1),
+                        f"category {data['category']} does not match directory {path.parent.name}")
+    selections: dict[str, Selection] = {}
+    for name, spec in data["match"].items():
+        ev = spec.get("event")
+        for kind in ([ev] if isinstance(ev, str) else ev or []):
+            if kind not in KINDS:
+                raise RuleError(path, _line_for(lines, ["match", name, "event"]), f"unknown event kind {kind!r}")
+        try:
+            selections[name] = _compile_selection(name, spec)
+        except ValueError as e:
+            raise RuleError(path, _line_for(lines, ["match", name]), str(e)) from None
+        for ref in (spec.get("before"), spec.get("after")):
+            if ref is not None and ref not in data["match"]:
+                raise RuleError(path, _line_for(lines, ["match", name]), f"unknown selection {ref!r}")
+    try:
+        cond = parse_condition(data["condition"], set(selections))
+    except ValueError as e:
+        raise RuleError(path, lines.get("condition", 1), f"condition: {e}") from None
+    anchor = data.get("anchor")
+    if anchor is not None and anchor not in selections:
+        raise RuleError(path, lines.get("anchor", 1), f"anchor {anchor!r} is not a selection")
+    for key in ("explanation",):
+        _check_template(path, lines.get(key, 1), data[key])
+    for i, r in enumerate(data["remedy"]):
+        _check_template(path, _line_for(lines, ["remedy", i]), r)
+    severity = data["severity"]
+    return Rule(
+        id=data["id"], name=data["name"], title=data["title"], category=data["category"], severity=severity,
+        fatal=bool(data.get("fatal", severity == "error")), cascade=bool(data.get("cascade", False)),
+        priority=int(data.get("priority", 50)), confidence=float(data.get("confidence", 0.9)),
+        stage=data.get("stage", "any"), versions=data.get("versions", ">=0.1"), anchor=anchor,
+        selections=selections, condition=cond, condition_text=data["condition"],
+        explanation=data["explanation"].strip(), remedy=[r.strip() for r in data["remedy"]],
+        why=(data.get("why") or "").strip(), references=list(data.get("references") or []),
+        examples={k: list(v) for k, v in data["examples"].items()}, path=path, base_dir=_base_dir(path),
+    )
+
+
+_FIELD = re.compile(r"\{([^{}]*)\}")
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?::[-+ #0]?\d*(?:\.\d+)?[dfgs%]?)?$")
+
+
+def _check_template(path: Path, line: int, text: str) -> None:
+    for m in _FIELD.finditer(text.replace("{{", "").replace("}}", "")):
+        if not _FIELD_NAME.match(m.group(1)):
+            raise RuleError(path, line, f"bad placeholder {{{m.group(1)}}}: use {{name}} or {{name:.2f}}")
+
+
+def _base_dir(path: Path) -> Path:
+    """Examples are paths relative to the repository / rules root's parent."""
+    for parent in path.resolve().parents:
+        if parent.name == "rules" or (parent / "schema.json").exists():
+            return parent.parent
+    return path.parent
+
+
+def _short(msg: str, limit: int = 200) -> str:
+    return msg if len(msg) <= limit else msg[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------------------------------------
+# rule sets
+
+
+def rule_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        raise RuleError(directory, 1, "not a directory")
+    return sorted(p for p in directory.rglob("*.y*ml") if p.is_file())
+
+
+def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
+    """Load every rule under `directory`; problems are returned, not raised."""
+    rules: list[Rule] = []
+    problems: list[RuleError] = []
+    seen: dict[str, Path] = {}
+    try:
+        files = rule_files(directory)
+    except RuleError as e:
+        return [], [e]
+    for path in files:
+        try:
+            rule = load_rule(path)
+        except RuleError as e:
+            problems.append(e)
+            continue
+        except RecursionError:
+            problems.append(RuleError(path, 1, "structure nested too deeply"))
+            continue
+        if rule.id in seen:
+            problems.append(RuleError(path, 1, f"duplicate id {rule.id} (also in {seen[rule.id]})"))
+            continue
+        seen[rule.id] = path
+        rules.append(rule)
+    return rules, problems
+
+
+@lru_cache(maxsize=1)
+def builtin_rules() -> tuple[Rule, ...]:
+    rules, problems = check_dir(builtin_rules_dir())
+    if problems:
+        raise RuleError(problems[0].path, problems[0].line, "built-in rule invalid: " + problems[0].message)
+    return tuple(rules)
+
+
+def load_ruleset(extra_dirs: list[str] | tuple[str, ...] = ()) -> list[Rule]:
+    """Built-ins, then each `--rules DIR` in order; a user rule with the same id or name overrides."""
+    by_id: dict[str, Rule] = {r.id: r for r in builtin_rules()}
+    for d in extra_dirs:
+        rules, problems = check_dir(Path(d))
+        if problems:
+            raise problems[0]
+        for r in rules:
+            for old in [k for k, v in by_id.items() if v.name == r.name]:
+                del by_id[old]
+            by_id[r.id] = r
+    return list(by_id.values())

@@ -1,0 +1,49 @@
+"""Run a rule's `examples`: each `fires` log must make it fire, each `quiet` log must not."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engine import EventIndex, evaluate_rule
+from .ingest import InputError
+from .parse import parse_source
+from .rules import Rule
+from .summary import RunBuilder
+
+
+@dataclass
+class ExampleOutcome:
+    which: str
+    path: Path
+    ok: bool
+    message: str = ""
+
+
+def fires_on(rule: Rule, path: Path) -> bool:
+    builder = RunBuilder(str(path))
+
+    def tee():  # type: ignore[no-untyped-def]
+        last = 0
+        for ev in parse_source(path):
+            builder.add(ev)
+            last = max(last, ev.end_line or ev.line)
+            yield ev
+        builder.finish(last)
+
+    index = EventIndex(tee())
+    run = builder.run
+    return evaluate_rule(rule, index, run, run.to_dict()) is not None
+
+
+def run_examples(rule: Rule) -> list[ExampleOutcome]:
+    out: list[ExampleOutcome] = []
+    for which, expect in (("fires", True), ("quiet", False)):
+        for path in rule.example_paths(which):
+            try:
+                got = fires_on(rule, path)
+            except InputError as e:
+                out.append(ExampleOutcome(which, path, False, str(e)))
+                continue
+            msg = "" if got == expect else ("did not fire" if expect else "fired")
+            out.append(ExampleOutcome(which, path, got == expect, msg))
+    return out

@@ -294,11 +294,10 @@ def main() -> None:
             if size == a.size_mb:
                 row(f"logdoctor/grep throughput @ {mb:.0f} MB", f"1/{1 / ratio:.1f}", ">= 1/10", ratio >= 0.1)
             row(f"peak RSS @ {mb:.0f} MB", f"{s['rss_kb'] / 1024:.1f} MB", "< 200 MB", s["rss_kb"] < 200 * 1024)
-            ok = (grep_count == truth["decode"] and batches.get("count") == truth["decode"]
-                  and batches.get("peak_token_usage") == truth["peak_token_usage"]
+            dec = batches.get("decode_count", batches.get("count"))  # `count` may include prefill batches
+            ok = (grep_count == truth["decode"] == dec and batches.get("peak_token_usage") == truth["peak_token_usage"]
                   and batches.get("peak_queue_req") == truth["peak_queue_req"])
-            row(f"summary matches truth @ {mb:.0f} MB",
-                f"count {batches.get('count')}/{truth['decode']}, usage {batches.get('peak_token_usage')}/"
+            row(f"summary matches truth @ {mb:.0f} MB", f"decodes {dec}/{truth['decode']}, usage {batches.get('peak_token_usage')}/"
                 f"{truth['peak_token_usage']}, queue {batches.get('peak_queue_req')}/{truth['peak_queue_req']}", "equal", ok)
             if not a.keep:
                 log.unlink()

@@ -98,9 +98,9 @@ def _short(v: Any, limit: int = 60) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def summary_cmd(log: str | None, fmt: str) -> None:
     """Print the run summary of LOG (or - / stdin): config, stages, memory per rank, batches, failures."""
-    from .summary import summarize
+    from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
-    run = summarize(_events(source), source)
+    run = summarize_source(source)
     if fmt == "json":
         click.echo(_dump(run.to_dict()))
     else:
@@ -136,10 +136,10 @@ def explain_cmd(log: str | None, fmt: str, rule_dirs: tuple[str, ...], exit_zero
 
     Exit codes: 0 no failure found, 1 failure diagnosed, 2 usage or input error.
     """
-    from .diagnose import diagnose
+    from .diagnose import diagnose_source
     rules = _load_rules(rule_dirs)
     source = _sources((log,) if log else ())[0]
-    report = diagnose(_events(source), rules, "<stdin>" if source == "-" else source)
+    report = diagnose_source(source, rules, "<stdin>" if source == "-" else source)
     if fmt == "json":
         click.echo(_dump(report.to_dict()))
     elif fmt == "markdown":

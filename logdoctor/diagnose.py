@@ -51,6 +51,9 @@ def _key(d: Diagnosis) -> tuple[int, int]:
 
 
 def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
+    # a catch-all (`unknown`) diagnosis on text a specific rule already explains is noise
+    explained = {e.line for d in diags if d.category != "unknown" for e in d.evidence}
+    diags = [d for d in diags if d.category != "unknown" or d.position not in explained]
     ready_line = run.stages["ready"].first_line if "ready" in run.stages else None
     fatal = [d for d in diags if _is_fatal(d) and (ready_line is None or d.position > ready_line)]
     if fatal:
@@ -67,9 +70,19 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
     return verdict, primary, ordered
 
 
-def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "") -> Report:
+def diagnose_source(source: str, rules: list[Rule], label: str | None = None) -> Report:
+    """Read, parse, fold, match and rank one log; periodic batch lines take the bulk path."""
+    from .ingest import read_lines
+    from .parse import parse_lines
+    builder = RunBuilder(label or source)
+    events = parse_lines(read_lines(source, builder.add_batch_lines), label or source)
+    return diagnose(events, rules, label or source, builder)
+
+
+def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
+             builder: RunBuilder | None = None) -> Report:
     """Fold, match and rank one log's events (streaming: events are consumed once)."""
-    builder = RunBuilder(source)
+    builder = builder or RunBuilder(source)
 
     def tee() -> Iterable[Event]:
         last = 0
@@ -104,4 +117,4 @@ def run_rules_on_index(rules: list[Rule], index: EventIndex, run: Run) -> tuple[
     return out, index
 
 
-__all__ = ["Report", "diagnose", "rank_diagnoses", "SCHEMA"]
+__all__ = ["Report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]

@@ -504,9 +504,9 @@ def _fx_child(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: s
 def _fx_port(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     f["port_name"] = f.pop("port_name", None) or "port"
     f["port"] = nums[0] if nums else None
-    m = re.search(r"port=(\d+)", body)
+    m = re.search(r"port=(\d+)|'[^']*', (\d+)\)", body)
     if f["port"] is None and m:
-        f["port"] = int(m.group(1))
+        f["port"] = int(m.group(1) or m.group(2))
 
 
 def _fx_init_failed(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:

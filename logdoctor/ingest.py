@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -184,8 +184,17 @@ _RECORD_START = re.compile(
 )
 
 
-def clean_lines(stream: BinaryIO) -> Iterator[Line]:
-    """Decoded lines with paste wrappers removed and hard-wrapped lines joined (constant memory)."""
+BatchSink = Callable[[bytes, int], None]  # (newline-joined periodic lines, number of the last line)
+BULK_CHUNK = 4 << 20
+
+
+def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None) -> Iterator[Line]:
+    """Decoded lines with paste wrappers removed and hard-wrapped lines joined (constant memory).
+
+    With `batch_sink`, periodic `Decode batch` / `Prefill batch` lines after the first sample are not
+    yielded: they are handed to the sink in bulk (newline-joined bytes), which is how `summary` and
+    `explain` keep up with multi-GB serving logs. Line numbers of the other lines stay exact.
+    """
     lines = decoded_lines(stream)
     sample: list[Line] = []
     for ln in lines:
@@ -194,11 +203,17 @@ def clean_lines(stream: BinaryIO) -> Iterator[Line]:
             break
     unwrap = _Unwrapper(sample)
     pending: deque[Line] = deque(sample)
+    bulk = batch_sink is not None and not (unwrap.docker or unwrap.quoted or unwrap.wrap_width) \
+        and len(sample) >= WRAP_SAMPLE_LINES
 
     def source() -> Iterator[Line]:
         while pending:
             yield pending.popleft()
-        yield from lines
+        if bulk:
+            assert batch_sink is not None
+            yield from _bulk_lines(stream, sample[-1].number if sample else 0, batch_sink)
+        else:
+            yield from lines
 
     width = unwrap.wrap_width
     held: Line | None = None
@@ -215,11 +230,90 @@ def clean_lines(stream: BinaryIO) -> Iterator[Line]:
         yield held
 
 
-def read_lines(source: str | os.PathLike[str]) -> Iterator[Line]:
+def _bulk_lines(stream: BinaryIO, number: int, sink: BatchSink) -> Iterator[Line]:
+    """Chunked reading: batch lines go to `sink` in bulk, the rest are yielded one by one."""
+    carry = b""
+    skipping = False  # inside an over-long line, discarding up to its newline
+    counter = [number]
+    while True:
+        chunk = stream.read(BULK_CHUNK)
+        if not chunk:
+            break
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                continue
+            chunk, skipping = chunk[nl + 1:], False
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) >= MAX_LINE_BYTES:
+                number += 1
+                yield Line(number, _clean(data[:MAX_LINE_BYTES].decode("utf-8", "replace")) + TRUNCATION_MARK, True)
+                carry, skipping = b"", True
+            else:
+                carry = data
+            continue
+        carry = data[cut + 1:]
+        counter[0] = number
+        yield from _scan_block(data[:cut], counter, sink)
+        number = counter[0]
+    if carry and not skipping:
+        number += 1
+        yield Line(number, _clean(carry[:MAX_LINE_BYTES].decode("utf-8", "replace")), len(carry) > MAX_LINE_BYTES)
+
+
+_PERIODIC_MARKS = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" 200')
+_SMALL_BLOCK = 1 << 16
+
+
+def _is_periodic(raw: bytes) -> bool:
+    return (b" batch" in raw and (b"Decode batch" in raw or b"Prefill batch" in raw)) or b'HTTP/1.1" 200' in raw
+
+
+def _scan_block(block: bytes, counter: list[int], sink: BatchSink) -> Iterator[Line]:
+    """Hand all-periodic stretches to `sink` whole (counted in C); look line by line only where needed.
+
+    A block whose line count equals its count of periodic markers holds nothing else; otherwise it is
+    halved until the stretches that hold other lines are small. Steady serving logs never reach the
+    per-line loop, which is what keeps multi-GB logs within reach of `grep -c`.
+    """
+    n_lines = block.count(b"\n") + 1
+    dirty = b"\x1b" in block or b"\r" in block or b"\x00" in block
+    if not dirty:
+        n_marks = sum(block.count(m) for m in _PERIODIC_MARKS)
+        if n_marks == n_lines and len(block) < n_lines * 8192:
+            counter[0] += n_lines
+            sink(block, counter[0])
+            return
+        if n_marks and len(block) > _SMALL_BLOCK:
+            mid = block.find(b"\n", len(block) // 2)
+            if mid > 0:
+                yield from _scan_block(block[:mid], counter, sink)
+                yield from _scan_block(block[mid + 1:], counter, sink)
+                return
+    batch: list[bytes] = []
+    number = counter[0]
+    for raw in block.split(b"\n"):
+        number += 1
+        if len(raw) < 8192 and _is_periodic(raw):
+            batch.append(raw)
+            continue
+        if len(raw) > MAX_LINE_BYTES:
+            yield Line(number, _clean(raw[:MAX_LINE_BYTES].decode("utf-8", "replace")) + TRUNCATION_MARK, True)
+            continue
+        text = raw.decode("utf-8", "replace")
+        yield Line(number, _clean(text) if dirty else text)
+    counter[0] = number
+    if batch:
+        sink(b"\n".join(batch), number)
+
+
+def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = None) -> Iterator[Line]:
     """All clean lines of one source; InputError if it cannot be opened or read."""
     stream = open_source(source)
     try:
-        yield from clean_lines(stream)
+        yield from clean_lines(stream, batch_sink)
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise InputError(f"{source}: read failed ({e})") from None
     finally:

@@ -154,8 +154,10 @@ def _line_for(lines: dict[str, int], path_parts: list[Any]) -> int:
 def compile_regex(pattern: str) -> Any:
     """RE2 (linear-time) compile; raises ValueError with RE2's message."""
     import re2
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print its own copy of the error on stderr
     try:
-        return re2.compile(pattern)
+        return re2.compile(pattern, options)
     except Exception as e:  # re2.error, TypeError
         raise ValueError(f"bad regex {pattern!r}: {e}") from None
 

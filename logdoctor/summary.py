@@ -32,6 +32,10 @@ FAILURE_KINDS = frozenset({
     "kernel_log",
 })
 _NCCL_FAIL = re.compile(r"WARN|ERROR|ABORT")
+_RX_TPUT = re.compile(rb"gen throughput \(token/s\): ([0-9.]+)")
+_RX_USAGE = re.compile(rb"token usage: ([0-9.]+)")
+_RX_QUEUE = re.compile(rb"#queue-req: ([0-9]+)")
+_RX_RUNNING = re.compile(rb"#running-req: ([0-9]+)")
 
 
 class Quantiles:
@@ -43,6 +47,7 @@ class Quantiles:
         self.values: array[float] | None = array("d")
         self.bins: dict[int, int] = {}
         self.count = 0
+        self._sorted: list[float] | None = None
 
     def add(self, v: float) -> None:
         self.count += 1
@@ -55,6 +60,19 @@ class Quantiles:
             return
         self._bin(v)
 
+    def extend(self, values: Iterable[float]) -> None:
+        if self.values is not None:
+            before = len(self.values)
+            self.values.extend(values)
+            self.count += len(self.values) - before
+            if len(self.values) > EXACT_LIMIT:
+                for x in self.values:
+                    self._bin(x)
+                self.values = None
+            return
+        for v in values:
+            self.add(v)
+
     def _bin(self, v: float) -> None:
         k = -10**9 if v <= 0 else int(math.floor(math.log(v, self.RATIO)))
         self.bins[k] = self.bins.get(k, 0) + 1
@@ -63,7 +81,9 @@ class Quantiles:
         if self.count == 0:
             return None
         if self.values is not None:
-            s = sorted(self.values)
+            if self._sorted is None or len(self._sorted) != len(self.values):
+                self._sorted = sorted(self.values)
+            s = self._sorted
             pos = q * (len(s) - 1)
             lo = int(math.floor(pos))
             hi = min(lo + 1, len(s) - 1)
@@ -210,11 +230,38 @@ class RunBuilder:
         self.decode_tput = Quantiles()
         self.n_decode = 0
         self.n_prefill = 0
+        self.n_access = 0
+        self.last_line = 0
         self.peak_usage: float | None = None
         self.peak_queue: int | None = None
         self.peak_running: int | None = None
         self.max_rank: dict[str, int] = {}
         self.era_rank = -1
+
+    def add_batch_lines(self, blob: bytes, last_line: int = 0) -> None:
+        """Bulk statistics of newline-joined `Decode batch` / `Prefill batch` lines (the fast path)."""
+        self.last_line = max(self.last_line, last_line)
+        n_decode = blob.count(b"Decode batch")
+        self.n_decode += n_decode
+        self.n_prefill += blob.count(b"Prefill batch")
+        self.run.event_count += blob.count(b"\n") + 1
+        self.n_access += blob.count(b'HTTP/1.1"')
+        self.decode_tput.extend(map(float, _RX_TPUT.findall(blob)))
+        usage = _RX_USAGE.findall(blob)
+        if usage:
+            u = max(map(float, usage))
+            if self.peak_usage is None or u > self.peak_usage:
+                self.peak_usage = u
+        queue = _RX_QUEUE.findall(blob)
+        if queue:
+            q = max(map(int, queue))
+            if self.peak_queue is None or q > self.peak_queue:
+                self.peak_queue = q
+        running = _RX_RUNNING.findall(blob)
+        if running:
+            r = max(map(int, running))
+            if self.peak_running is None or r > self.peak_running:
+                self.peak_running = r
 
     def _rank_mem(self, ev: Event) -> RankMemory:
         label = ev.ranks or ("TP0" if ev.rank is None else f"TP{ev.rank}")
@@ -360,8 +407,20 @@ class RunBuilder:
             "peak_running_req": self.peak_running,
         }
         if line_count is not None:
-            run.line_count = line_count
+            run.line_count = max(line_count, self.last_line)
         return run
+
+
+def summarize_source(source: str) -> Run:
+    """Parse and fold one log with the bulk path for batch lines (constant memory)."""
+    from .ingest import read_lines
+    from .parse import parse_lines
+    b = RunBuilder(source)
+    last_line = 0
+    for ev in parse_lines(read_lines(source, b.add_batch_lines), source):
+        b.add(ev)
+        last_line = max(last_line, ev.end_line or ev.line)
+    return b.finish(last_line)
 
 
 def summarize(events: Iterable[Event], source: str = "") -> Run:

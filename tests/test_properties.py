@@ -1,0 +1,56 @@
+"""Parse, summary and explain never raise, whatever the bytes."""
+from __future__ import annotations
+
+import io
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from logdoctor.diagnose import diagnose
+from logdoctor.ingest import clean_lines
+from logdoctor.parse import parse_lines
+from logdoctor.rules import builtin_rules
+from logdoctor.summary import summarize
+
+FRAGMENTS = [
+    "[2025-03-01 10:00:00 TP0] ", "[14:03:22 TP1] ", "[2026-01-01 00:00:00.123 DP0 TP3 EP3] ", "Traceback (most recent call last):\n",
+    '  File "x.py", line 3, in f\n', "RuntimeError: CUDA error: out of memory\n", "Load weight end. ", "avail mem=",
+    "KV Cache is allocated. #tokens: ", "Decode batch, #running-req: ", "gen throughput (token/s): ", "\r", "\x1b[31m",
+    "\x00", "During handling of the above exception, another exception occurred:\n", "Capture cuda graph failed: ",
+    "Possible solutions:\n1. x\n", "host:1:2 [0] NCCL WARN x\n", "[rank0]:[E1130 01:45:25.1 P.cpp:1] ", "sglang-1  | ",
+    "> ", "Fatal Python error: Segmentation fault\n", "server_args=ServerArgs(model_path='a', tp_size=", "=", ",", "\n",
+    "The server is fired up and ready to roll!\n", "Not enough memory. Please try to increase --mem-fraction-static.",
+]
+
+log_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=40)), max_size=60).map("".join)
+
+
+def run_all(data: bytes) -> None:
+    events = list(parse_lines(clean_lines(io.BytesIO(data)), "<fuzz>"))
+    run = summarize(iter(events), "<fuzz>")
+    run.to_dict()
+    report = diagnose(iter(events), list(builtin_rules()), "<fuzz>")
+    report.to_dict()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log_text)
+def test_never_raises_on_text(text: str) -> None:
+    run_all(text.encode("utf-8", "surrogatepass"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=2000))
+def test_never_raises_on_bytes(data: bytes) -> None:
+    run_all(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=40))
+def test_line_numbers_are_in_range_and_ordered(parts: list[str]) -> None:
+    text = "".join(parts)
+    n_lines = text.count("\n") + 1
+    events = list(parse_lines(clean_lines(io.BytesIO(text.encode())), "<fuzz>"))
+    for ev in events:
+        assert 1 <= ev.line <= n_lines
+        assert ev.end_line is None or ev.line <= ev.end_line <= n_lines

@@ -38,6 +38,7 @@ _WARNING = re.compile(r"^(?P<src>\S+\.py):(?P<lineno>\d+): (?P<cat>\w*Warning): 
 _ARGPARSE = re.compile(r"^(?P<prog>[\w./-]+): error: (?P<msg>.*)")
 _KERNEL = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*)?(?P<msg>(?:NVRM|nvidia|kernel|Out of memory: Kill|oom-kill|oom_reaper)\b.*)")
 _NATIVE = re.compile(r"^(?P<file>[\w./+-]+\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh)):(?P<no>\d+):? (?P<msg>.*)")
+_NATIVE_INLINE = re.compile(r"(?P<file>/[\w./+-]+\.(?:cpp|cu|cc|cxx|h|hpp|cuh)):(?P<no>\d+): (?P<msg>.*(?:Assertion|failed|error|Error).*)")
 _ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d+)')
 _FATAL = re.compile(r"^(?:Fatal Python error: (?P<py>.*)|!+ ?(?P<sg>Segfault encountered) ?!*|"
                     r"terminate called after throwing an instance of '(?P<cpp>[^']+)'|"
@@ -312,7 +313,13 @@ class EventParser:
                 f["exception"] = m.group("cpp")
             self.block = _Block(self._event("fatal_signal", ln, p, f), "fatal")
             return []
-        m = _EXC_LINE.match(body)
+        if _FRAME.match(ln.text) and p.ts is None:
+            # a traceback pasted without its "Traceback (most recent call last):" header
+            self._open_traceback(ln, p, None)
+            assert self.block is not None
+            return self._continue_block(ln, p)[1]
+        stripped = body[1:] if body[:1] == " " and body[1:2] != " " else body
+        m = _EXC_LINE.match(stripped)
         if m and (m.group("msg") is not None or m.group("exc").endswith(("Error", "Exception"))):
             # an exception line whose traceback was not pasted: a traceback with no frames
             tb = self._event("traceback", ln, p, {"exception": m.group("exc"), "message": (m.group("msg") or "").strip(),
@@ -340,6 +347,11 @@ class EventParser:
             label = body.split(":", 1)[0][:80]
             pm = re.search(r"(\d+)%", body)
             return [self._event("progress", ln, p, {"label": label, "percent": int(pm.group(1)) if pm else None})]
+        m = _NATIVE_INLINE.search(body)
+        if m:
+            # run-on pastes: a C/C++ error (e.g. a Triton/LLVM assertion) in the middle of a line
+            return [self._event("native_error", ln, p, {"file": m.group("file"), "source_line": int(m.group("no")),
+                                                         "message": m.group("msg").strip()[:500]})]
         if "CUDA out of memory" in body or "Watchdog caught collective operation timeout" in body:
             # cut or wrapped pastes: the decisive text in the middle of a line
             if "Watchdog caught" in body:

@@ -108,6 +108,25 @@ def summary_cmd(log: str | None, fmt: str) -> None:
         click.echo(summary_text(run))
 
 
+@cli.command("memory")
+@click.argument("log", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--mem-fraction-static", "mfs", type=click.FloatRange(0.05, 0.99), default=None,
+              help="What-if: predict the KV cache and reserve at this value.")
+@click.option("--cuda-graph-max-bs", "bs", type=click.IntRange(1, 4096), default=None,
+              help="What-if: scale the CUDA-graph memory to this largest captured batch.")
+def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None) -> None:
+    """Rebuild the KV-cache budget of LOG from its own numbers and say which flag to move which way."""
+    from .memory import analyse, memory_text
+    from .summary import summarize_source
+    source = _sources((log,) if log else ())[0]
+    analysis = analyse(summarize_source(source), mfs, bs)
+    if fmt == "json":
+        click.echo(_dump(analysis.to_dict()))
+    else:
+        click.echo(memory_text(analysis))
+
+
 def _color_enabled(stream: Any) -> bool:
     import os
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":

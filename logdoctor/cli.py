@@ -252,6 +252,11 @@ def rules_test(directory: str | None) -> int:
     return EXIT_FAILURE_FOUND if failures else EXIT_OK
 
 
+from .cli_many import register as _register_many  # noqa: E402  (commands over many logs)
+
+_register_many(cli, rules_group)
+
+
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)

@@ -129,10 +129,12 @@ def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None) -> 
 
 def _color_enabled(stream: Any) -> bool:
     import os
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+    if os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):
         return True
+    if os.environ.get("TERM") == "dumb":
+        return False
     return bool(getattr(stream, "isatty", lambda: False)())
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from logdoctor.batch import BatchRow, run_batch
+from logdoctor.batch import BatchRow, discover, run_batch
 from logdoctor.rules import load_rule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +75,7 @@ def test_unreadable_and_vanishing_files_are_rows_not_crashes(tmp_path: Path, mon
 def test_batch_agrees_with_explain_file_by_file() -> None:
     p = cli("batch", str(LOGS), "--format", "json", "--no-progress")
     rows = json.loads(p.stdout)
-    assert len(rows) == len(list(LOGS.glob("*.log")))
+    assert len(rows) == len(list(discover([str(LOGS)])))
     for r in rows:
         e = json.loads(cli("explain", "--format", "json", r["path"]).stdout)
         assert r["verdict"] == e["verdict"], r["path"]
@@ -90,7 +90,7 @@ def test_parquet_outputs_read_back_with_documented_columns(tmp_path: Path) -> No
     assert p.returncode in (0, 1), p.stderr
     df = pl.read_parquet(out)
     assert df.columns == list(BatchRow.__dataclass_fields__)
-    assert df.height == len(list(LOGS.glob("*.log")))
+    assert df.height == len(list(discover([str(LOGS)])))
     ev = pl.read_parquet(events)
     assert ev.columns == ["path", "line", "rank", "ts", "kind", "fields"]
     assert ev.filter(pl.col("kind") == "server_ready").height >= 5

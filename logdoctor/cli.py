@@ -168,7 +168,8 @@ def explain_cmd(log: str | None, fmt: str, rule_dirs: tuple[str, ...], exit_zero
         click.echo(explain_markdown(report))
     else:
         from .report import explain_text
-        click.echo(explain_text(report, color=_color_enabled(sys.stdout)))
+        color = _color_enabled(sys.stdout)
+        click.echo(explain_text(report, color=color), color=color)  # click strips ANSI unless told
     return EXIT_FAILURE_FOUND if report.verdict == "failed" and not exit_zero else EXIT_OK
 
 

@@ -24,7 +24,7 @@ PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress"
 MAX_KEPT_EVENTS = 200_000
 MAX_EVIDENCE = 8
 _STAGE_OF_KIND = {
-    "dist_init_begin": "init", "weight_load_begin": "weights", "kv_cache_allocated": "kv_pool",
+    "dist_init_begin": "init", "nccl_version": "init", "dist_init_end": "init", "weight_load_begin": "weights", "kv_cache_allocated": "kv_pool",
     "memory_pool_end": "kv_pool", "graph_capture_begin": "graph_capture", "uvicorn_started": "warmup",
     "uvicorn_running": "warmup", "server_ready": "runtime",
 }

@@ -524,7 +524,19 @@ def _fx_model_import(f: Fields, nums: list[Any], words: list[str], anchor: str, 
     f["error"] = f.pop("rest", "")
 
 
+def _fx_health(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    m = re.search(r"last (\d+(?:\.\d+)?) seconds", body)
+    if m:
+        f["seconds"] = float(m.group(1))
+
+
+def _fx_nccl_lib(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f["path"] = rest.split(" ", 1)[0] if rest else None
+
+
 _FINISHERS = {
+    "health_check_failed": _fx_health,
+    "nccl_library_load_failed": _fx_nccl_lib,
     "model_import_failed": _fx_model_import,
     "nccl_version": _fx_nccl_version,
     "kv_cache_dtype": _fx_kv_dtype,

@@ -20,8 +20,8 @@ from .ingest import Line, read_lines
 from .prefix import Prefixed, split_prefix
 
 _EXC_LINE = re.compile(
-    r"^(?P<exc>(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning)|"
-    r"[A-Z]\w*(?=: )|Exception|KeyboardInterrupt|StopIteration))(?:: (?P<msg>.*))?$"
+    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning|Failed)"
+    r"|(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?=: )|Exception|KeyboardInterrupt|StopIteration)(?:: (?P<msg>.*))?$"
 )
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]*)", line (?P<lineno>\d+)(?:, in (?P<func>.*))?')
 _CUDA_ERROR_NAME = re.compile(r"`(cudaError\w+)'|\b(cudaError\w+)\b")
@@ -36,13 +36,18 @@ _OOM_RESERVED = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unall
 _OOM_GPU = re.compile(r"GPU (\d+)")
 _WARNING = re.compile(r"^(?P<src>\S+\.py):(?P<lineno>\d+): (?P<cat>\w*Warning): (?P<msg>.*)")
 _ARGPARSE = re.compile(r"^(?P<prog>[\w./-]+): error: (?P<msg>.*)")
-_KERNEL = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*)?(?P<msg>(?:NVRM|nvidia|kernel|Out of memory: Kill|oom-kill|oom_reaper)\b.*)")
-_NATIVE = re.compile(r"^(?P<file>[\w./+-]+\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh)):(?P<no>\d+):? (?P<msg>.*)")
+_KERNEL = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s*)?"
+                     r"(?P<msg>(?:NVRM|nvidia|kernel|Out of memory: Kill|oom-kill|oom_reaper|pcieport|"
+                     r"nvidia-nvlink|NVLink|Memory cgroup out of memory)\b.*)")
+_NATIVE = re.compile(r"^(?P<file>[\w./+-]+\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh))(?::(?P<func>[\w:~]+))?:(?P<no>\d+):? (?P<msg>.*)"
+                     r"|^(?P<lvl>WARN|ERROR): (?P<msg2>.*)")
 _NATIVE_INLINE = re.compile(r"(?P<file>/[\w./+-]+\.(?:cpp|cu|cc|cxx|h|hpp|cuh)):(?P<no>\d+): (?P<msg>.*(?:Assertion|failed|error|Error).*)")
 _ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d+)')
 _FATAL = re.compile(r"^(?:Fatal Python error: (?P<py>.*)|!+ ?(?P<sg>Segfault encountered) ?!*|"
                     r"terminate called after throwing an instance of '(?P<cpp>[^']+)'|"
-                    r"\*\*\* (?P<sig>SIG\w+) received at time)")
+                    r"\*\*\* (?P<sig>SIG\w+) received at time|"
+                    r"(?P<core>Bus error|Segmentation fault|Aborted|Illegal instruction)(?: \(core dumped\))?$|"
+                    r"ERROR: Unexpected (?P<bus>bus error) encountered in worker.*)")
 _CPP_STACK = re.compile(r"^(?:frame #\d+:|Exception raised from |#\d+ |\s+what\(\):|Current thread 0x|Thread 0x|"
                         r"Extension modules:|\s+File \")")
 _NUMBERED = re.compile(r"^\s*\d+\. ")
@@ -64,6 +69,43 @@ def _first(m: re.Match[str] | None) -> float | None:
         return None
     g = [x for x in m.groups() if x is not None]
     return _gib(g[0], g[1]) if len(g) >= 2 else None
+
+
+_CUDA_MSG = re.compile(r"(?:CUDA|Cuda|CUDART) error(?::\s*|\s+(?P<file>[^\s:']+):(?P<no>\d+)\s*:?\s*)'?(?P<msg>[^'\n]+)'?")
+CUDA_ERROR_NAMES = {
+    "an illegal memory access was encountered": "cudaErrorIllegalAddress",
+    "out of memory": "cudaErrorMemoryAllocation",
+    "operation not permitted when stream is capturing": "cudaErrorStreamCaptureUnsupported",
+    "operation failed due to a previous error during capture": "cudaErrorStreamCaptureInvalidated",
+    "peer access is not supported between these two devices": "cudaErrorPeerAccessUnsupported",
+    "invalid resource handle": "cudaErrorInvalidResourceHandle",
+    "invalid device context": "cudaErrorDeviceUninitialized",
+    "mapping of buffer object failed": "cudaErrorMapBufferObjectFailed",
+    "no kernel image is available for execution on the device": "cudaErrorNoKernelImageForDevice",
+    "invalid device ordinal": "cudaErrorInvalidDevice",
+    "CUDA driver version is insufficient for CUDA runtime version": "cudaErrorInsufficientDriver",
+    "no CUDA-capable device is detected": "cudaErrorNoDevice",
+    "device-side assert triggered": "cudaErrorAssert",
+    "unspecified launch failure": "cudaErrorLaunchFailure",
+    "misaligned address": "cudaErrorMisalignedAddress",
+    "an illegal instruction was encountered": "cudaErrorIllegalInstruction",
+    "invalid argument": "cudaErrorInvalidValue",
+    "initialization error": "cudaErrorInitializationError",
+    "system not yet initialized": "cudaErrorSystemNotReady",
+    "the launch timed out and was terminated": "cudaErrorLaunchTimeout",
+}
+
+
+def cuda_error_fields(message: str) -> dict[str, Any]:
+    """The error text, its cudaError name (printed by newer PyTorch, else looked up) and source location."""
+    m = _CUDA_MSG.search(message)
+    text = (m.group("msg") if m else message.split("\n", 1)[0]).strip()
+    f: dict[str, Any] = {"message": text}
+    if m and m.group("file"):
+        f["file"], f["source_line"] = m.group("file"), int(m.group("no"))
+    n = _CUDA_ERROR_NAME.search(message)
+    f["cuda_error_name"] = (n.group(1) or n.group(2)) if n else CUDA_ERROR_NAMES.get(text.rstrip(". "))
+    return f
 
 
 def oom_fields(message: str) -> dict[str, Any]:
@@ -140,11 +182,9 @@ class EventParser:
             f["exception"] = exception
             out.append(mk("torch_oom", f))
         elif "CUDA error" in msg or "cudaError" in msg or "Cuda error" in msg:
-            m = _CUDA_ERROR_NAME.search(msg)
-            em = re.search(r"(?:CUDA|Cuda) error[^:]*: ?([^\n]*)", msg)
-            out.append(mk("cuda_error", {"message": (em.group(1) if em else first).strip(),
-                                         "cuda_error_name": (m.group(1) or m.group(2)) if m else None,
-                                         "exception": exception}))
+            f = cuda_error_fields(msg)
+            f["exception"] = exception
+            out.append(mk("cuda_error", f))
         if "ChildFailedError" in (exception or ""):
             m = _TORCHRUN_ROOT.search(msg)
             f = {}
@@ -216,7 +256,8 @@ class EventParser:
             ev.end_line = ln.number
             return True, []
         if b.mode in ("fatal", "cpp"):
-            if _CPP_STACK.match(body) or _CPP_STACK.match(text) or (text.startswith("  ") and not has_prefix):
+            if _CPP_STACK.match(body) or _CPP_STACK.match(text) or (text.startswith("  ") and not has_prefix) or (
+                    b.mode == "fatal" and not has_prefix and ("most recent call first" in text or text.startswith(" "))):
                 b.lines.append(text)
                 ev.end_line = ln.number
                 if "what():" in text:
@@ -307,7 +348,8 @@ class EventParser:
             return [self._open_traceback(ln, p, process)]
         m = _FATAL.match(body)
         if m:
-            sig = m.group("py") or m.group("sg") or m.group("sig") or "SIGABRT"
+            sig = m.group("py") or m.group("sg") or m.group("sig") or m.group("core") or \
+                ("Bus error" if m.group("bus") else "SIGABRT")
             f: dict[str, Any] = {"signal": sig.strip()}
             if m.group("cpp"):
                 f["exception"] = m.group("cpp")
@@ -327,6 +369,8 @@ class EventParser:
                                                   "exception_line": ln.number})
             self.block = _Block(tb, "exc_message")
             return []
+        if "CUDA error" in body or "Cuda error" in body:
+            return [self._event("cuda_error", ln, p, cuda_error_fields(body))]
         m = _WARNING.match(body)
         if m:
             ev = self._event("python_warning", ln, p, {"source": m.group("src"), "category": m.group("cat"),
@@ -338,8 +382,11 @@ class EventParser:
             return [self._event("argparse_error", ln, p, {"program": m.group("prog"), "message": m.group("msg")})]
         m = _NATIVE.match(body)
         if m:
+            if m.group("lvl"):  # NVSHMEM / library `WARN: ...` lines without a location
+                return [self._event("native_error", ln, p, {"file": None, "source_line": None, "level": m.group("lvl"),
+                                                             "message": m.group("msg2").strip()})]
             return [self._event("native_error", ln, p, {"file": m.group("file"), "source_line": int(m.group("no")),
-                                                         "message": m.group("msg").strip()})]
+                                                         "function": m.group("func"), "message": m.group("msg").strip()})]
         m = _KERNEL.match(body)
         if m:
             return [self._event("kernel_log", ln, p, {"message": m.group("msg")})]

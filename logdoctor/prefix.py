@@ -19,8 +19,9 @@ _SGLANG = re.compile(
 _UVICORN = re.compile(r"(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
 _NCCL = re.compile(
     r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<rank>\d+)\] ?(?P<loc>.*?)\s*"
-    r"NCCL (?P<level>INFO|WARN|ERROR|TRACE|ABORT) ?(?P<msg>.*)"
+    r"(?P<lib>NCCL|NVSHMEM) (?P<level>INFO|WARN|ERROR|TRACE|ABORT) ?(?P<msg>.*)"
 )
+_TORCH_OLD = re.compile(r"\[(?P<level>[IWEF]) (?P<src>[\w.]+:\d+)\] ?")
 _TORCH = re.compile(
     r"(?:\[rank(?P<rank>\d+)\]:)?\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)?"
     r"(?: \d+)? (?P<src>[^\]\s]+)\] ?"
@@ -155,12 +156,19 @@ def _inner(p: Prefixed) -> Prefixed:
                 p.rank, p.ranks = int(rank), f"rank{rank}"
             p.extra = {"source": m.group("src")}
             return p
-    if " NCCL " in t:
+    if " NCCL " in t or " NVSHMEM " in t:
         m = _NCCL.match(t)
         if m:
             p.level, p.origin, p.body = m.group("level"), "nccl", m.group("msg")
             p.rank, p.ranks = int(m.group("rank")), f"rank{m.group('rank')}"
-            p.extra = {"host": m.group("host"), "pid": m.group("pid"), "location": m.group("loc")}
+            p.extra = {"host": m.group("host"), "pid": m.group("pid"), "location": m.group("loc"),
+                       "library": m.group("lib")}
+            return p
+    if c == "[" and t[2:3] == " ":
+        m = _TORCH_OLD.match(t)
+        if m:  # older torch C++ logs: `[W socket.cpp:464] [c10d] ...`
+            p.level, p.origin, p.body = m.group("level"), "torch", t[m.end():]
+            p.extra = {"source": m.group("src")}
             return p
     if c in "[R":
         m = _OLD_RANK.match(t)

@@ -52,7 +52,7 @@ def _key(d: Diagnosis) -> tuple[int, int]:
 
 def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
     # a catch-all (`unknown`) diagnosis on text a specific rule already explains is noise
-    explained = {e.line for d in diags if d.category != "unknown" for e in d.evidence}
+    explained = {e.line for d in diags if d.category != "unknown" and not d.rule.cascade for e in d.evidence}
     diags = [d for d in diags if d.category != "unknown" or d.position not in explained]
     ready_line = run.stages["ready"].first_line if "ready" in run.stages else None
     fatal = [d for d in diags if _is_fatal(d) and (ready_line is None or d.position > ready_line)]

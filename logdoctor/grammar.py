@@ -534,7 +534,45 @@ def _fx_nccl_lib(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
     f["path"] = rest.split(" ", 1)[0] if rest else None
 
 
+def _fx_retract(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    m = re.search(r"new_token_ratio: ([\d.]+) -> ([\d.]+)", body)
+    if m:
+        f["new_token_ratio_from"], f["new_token_ratio_to"] = float(m.group(1)), float(m.group(2))
+        f.pop("new_token_ratio", None)
+
+
+def _fx_req_slots(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    for k in list(f):
+        if k.endswith("available_size"):
+            f["available"] = f.pop(k)
+    m = re.search(r"num_reqs=(\d+)", body)
+    if m:
+        f["num_reqs"] = int(m.group(1))
+
+
+def _fx_hybrid(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    f.clear()
+    for key, rx in (("max_mamba_cache_size", r"max_mamba_cache_size=(\d+)"),
+                    ("total_rest_memory_gb", r"total_rest_memory=([\d.]+)"),
+                    ("mamba_cache_per_req_mib", r"mamba_cache_per_req=([\d.]+)"),
+                    ("max_num_reqs", r"max_num_reqs=(\d+)")):
+        m = re.search(rx, body)
+        if m:
+            f[key] = convert(m.group(1))
+
+
+def _fx_swa(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
+    m = re.search(r"\((\d+) tokens, ([\d.]+) GiB\).*?available ([\d.]+) GiB", body)
+    if m:
+        f.update({"cap_tokens": int(m.group(1)), "cap_gib": float(m.group(2)), "available_gib": float(m.group(3))})
+    f.pop("rest", None)
+
+
 _FINISHERS = {
+    "kv_retract": _fx_retract,
+    "req_slots_exhausted": _fx_req_slots,
+    "hybrid_state_cache_insufficient": _fx_hybrid,
+    "swa_pool_insufficient": _fx_swa,
     "health_check_failed": _fx_health,
     "nccl_library_load_failed": _fx_nccl_lib,
     "model_import_failed": _fx_model_import,

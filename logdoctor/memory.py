@@ -365,6 +365,13 @@ def template_values(a: MemoryAnalysis) -> dict[str, Any]:
         d["suggest_lower_to"] = round(max(0.3, m - 0.04), 2)
         d["current"] = m
     d["advice_text"] = " ".join(a.advice)
+    pres = [r.pre_load_free_gib for r in a.ranks if r.pre_load_free_gib is not None]
+    if pres:
+        d["max_pre_load_free_gib"], d["min_pre_load_free_gib"] = max(pres), min(pres)
+        d["pre_load_spread_gib"] = round(max(pres) - min(pres), 2)
+    short = _short_rank(a.ranks)
+    if short is not None:
+        d["short_rank"], d["short_rank_free_gib"] = short[0], short[1]
     return d
 
 

@@ -39,6 +39,8 @@ _ARGPARSE = re.compile(r"^(?P<prog>[\w./-]+): error: (?P<msg>.*)")
 _KERNEL = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s*)?"
                      r"(?P<msg>(?:NVRM|nvidia|kernel|Out of memory: Kill|oom-kill|oom_reaper|pcieport|"
                      r"nvidia-nvlink|NVLink|Memory cgroup out of memory)\b.*)")
+_KERNEL_ANYWHERE = re.compile(r"(?P<msg>(?:NVRM: |Out of memory: Kill|Memory cgroup out of memory|invoked oom-killer|"
+                              r"oom-kill:|oom_reaper: |Killed process \d+).*)")
 _NATIVE = re.compile(r"^(?P<file>[\w./+-]+\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh))(?::(?P<func>[\w:~]+))?:(?P<no>\d+):? (?P<msg>.*)"
                      r"|^(?P<lvl>WARN|ERROR): (?P<msg2>.*)")
 _NATIVE_INLINE = re.compile(r"(?P<file>/[\w./+-]+\.(?:cpp|cu|cc|cxx|h|hpp|cuh)):(?P<no>\d+): (?P<msg>.*(?:Assertion|failed|error|Error).*)")
@@ -118,6 +120,13 @@ def oom_fields(message: str) -> dict[str, Any]:
     m = _OOM_GPU.search(message)
     if m:
         f["gpu"] = int(m.group(1))
+    m = re.search(r"this process has " + _SIZE + r" memory in use", message)
+    if m:
+        f["this_process_gib"] = _gib(m.group(1), m.group(2))
+    others = [{"pid": int(pm.group(1)), "gib": _gib(pm.group(2), pm.group(3))}
+              for pm in re.finditer(r"Process (\d+) has " + _SIZE + r" memory in use", message)]
+    if others:
+        f["other_processes"] = others
     return f
 
 
@@ -137,6 +146,7 @@ class EventParser:
         self.source = source
         self.block: _Block | None = None
         self.pending_process: tuple[str | None, int] | None = None
+        self.last_dead: Event | None = None
 
     # -------------------------------------------------------------------------- block handling
     def _close(self) -> list[Event]:
@@ -175,6 +185,20 @@ class EventParser:
         if parsed is not None:
             kind, fields = parsed
             fields["exception"] = exception
+            if kind == "graph_capture_failed":
+                fields["piecewise"] = fields.get("piecewise") or "Piecewise CUDA Graph" in msg
+                fields["draft"] = bool(re.search(r"draft|MTP|EAGLE", first[:60])) or any(
+                    "eagle_draft" in fr or "multi_layer_eagle" in fr for fr in tb.fields.get("frames", []))
+                bm = re.search(r"Fail when using backend: (\w+)", msg)
+                if bm:
+                    fields["backend"] = bm.group(1)
+            elif kind == "batch_out_of_memory":
+                tm = re.search(r"Try to allocate (\d+) tokens", msg)
+                am = re.search(r"Avail?able tokens: (\d+)", msg)
+                if tm:
+                    fields["tokens"] = int(tm.group(1))
+                if am:
+                    fields["available"] = int(am.group(1))
             out.append(mk(kind, fields))
         if _OOM.search(msg) and "memory" in msg.lower() and (
                 "CUDA" in msg or "GPU" in msg or "OutOfMemory" in (exception or "")):
@@ -251,6 +275,9 @@ class EventParser:
             if b.lines and b.lines[-1] == "":
                 # after a blank line only a chained exception continues the block
                 return False, self._close()
+            nxt = _EXC_LINE.match(text)
+            if nxt and nxt.group("msg") and nxt.group("exc").endswith(("Error", "Exception")):
+                return False, self._close()  # pasted exception lines, one after another
             b.lines.append(text)
             ev.fields["message"] = (ev.fields.get("message") or "") + "\n" + text
             ev.end_line = ln.number
@@ -304,6 +331,11 @@ class EventParser:
         if parsed is not None:
             kind, fields = parsed
             ev = self._event(kind, ln, p, fields)
+            if kind == "scheduler_dead":
+                self.last_dead = ev
+            elif kind == "exit_code" and self.last_dead is not None and ln.number - self.last_dead.line <= 2:
+                # X13 then X14: the code belongs to the rank named on the line before
+                self.last_dead.fields.setdefault("exit_code", fields.get("exit_code"))
             if str(fields.get("rest", "")).endswith("Traceback (most recent call last):"):
                 fields.pop("rest", None)
                 return [ev, self._open_traceback(ln, p, fields.get("process") or kind)]
@@ -387,9 +419,12 @@ class EventParser:
                                                              "message": m.group("msg2").strip()})]
             return [self._event("native_error", ln, p, {"file": m.group("file"), "source_line": int(m.group("no")),
                                                          "function": m.group("func"), "message": m.group("msg").strip()})]
-        m = _KERNEL.match(body)
+        m = _KERNEL.match(body) or _KERNEL_ANYWHERE.search(body)
         if m:
             return [self._event("kernel_log", ln, p, {"message": m.group("msg")})]
+        if body.startswith("Warning: ") or body.startswith("WARNING: "):
+            return [self._event("python_warning", ln, p, {"source": None, "category": "Warning",
+                                                          "message": body.split(": ", 1)[1]})]
         if "%|" in body or re.search(r"\d+/\d+ \[\d", body):
             label = body.split(":", 1)[0][:80]
             pm = re.search(r"(\d+)%", body)

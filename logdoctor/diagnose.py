@@ -60,7 +60,8 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
         known = sorted((d for d in fatal if d.category != "unknown"), key=_key)
         primary = known[0] if known else sorted(fatal, key=_key)[0]
         verdict = "failed"
-    elif ready_line is not None:
+    elif ready_line is not None or run.batches.get("count"):
+        # v0.1.3-v0.1.17 print no ready line; batch lines mean the server was serving
         primary, verdict = None, "healthy"
     else:
         stalls = sorted((d for d in diags if not d.rule.cascade and d.rule.severity != "info"), key=_key)

@@ -12,8 +12,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rapidfuzz import fuzz
-
 from .condition import evaluate, positive_names
 from .events import Event
 from .rules import Rule, Selection
@@ -162,7 +160,13 @@ def match_value(value: Any, m: Any) -> bool:
             if not any(match_value(value, a) for a in arg):
                 return False
         elif op == "regex":
-            if value is None or m["_rx"].search(_text(value)) is None:
+            if value is None:
+                return False
+            rx = m.get("_rx")
+            if rx is None:
+                from .rules import compile_regex
+                rx = m["_rx"] = compile_regex(arg)  # validated at load time; compiled on first use
+            if rx.search(_text(value)) is None:
                 return False
         elif op == "contains":
             if value is None or arg not in _text(value):
@@ -210,6 +214,7 @@ def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any]) -> Sele
             texts = [texts] if isinstance(texts, str) else texts
             cutoff = float(sel.fuzzy.get("cutoff", 85))
             hay = _text(value)[:4000]
+            from rapidfuzz import fuzz  # only rules with fuzzy selections pay for the import
             score = max(fuzz.partial_ratio(t, hay, score_cutoff=cutoff) for t in texts)
             if score < cutoff:
                 continue

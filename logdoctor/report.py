@@ -102,6 +102,10 @@ def explain_text(report: "Report", color: bool = False) -> str:
             lines = _wrap(r, "     ")
             out.append(f"  {i}. {lines[0].strip()}")
             out.extend(lines[1:])
+        if p.memory:
+            out.append("")
+            out.append(f"{s['bold']}The memory budget{s['reset']} (logdoctor memory {report.source} for the per-rank picture)")
+            out.extend(_memory_lines(p.memory))
     others = [d for d in report.diagnoses if d is not p]
     if others:
         out.append("")
@@ -113,6 +117,15 @@ def explain_text(report: "Report", color: bool = False) -> str:
     out.append(f"{s['bold']}Stages{s['reset']}")
     out.append("  " + _stages_line(report.run))
     return "\n".join(out)
+
+
+def _memory_lines(mem: dict) -> list[str]:  # type: ignore[type-arg]
+    out = [f"  {ln}" for ln in mem.get("formula", [])]
+    for f in mem.get("findings", []):
+        out.extend(_wrap("- " + f, "  ")[:6])
+    for i, a in enumerate(mem.get("advice", []), 1):
+        out.extend(_wrap(f"{i}) {a}", "  ")[:6])
+    return out
 
 
 def _stages_line(run: Run) -> str:
@@ -157,6 +170,14 @@ def explain_markdown(report: "Report") -> str:
         out.append("")
         for i, r in enumerate(p.remedies, 1):
             out.append(f"{i}. {r}")
+        if p.memory:
+            out.append("")
+            out.append("**The memory budget**")
+            out.append("")
+            out.append("```")
+            out.extend(ln.strip() for ln in p.memory.get("formula", []))
+            out.append("```")
+            out.extend(f"- {f}" for f in p.memory.get("findings", []) + p.memory.get("advice", []))
     else:
         out.append(f"### logdoctor: **{report.verdict}**")
         out.append("")

@@ -159,19 +159,20 @@ def compile_regex(pattern: str) -> Any:
         raise ValueError(f"bad regex {pattern!r}: {e}") from None
 
 
-def _compile_matcher(m: Any) -> Any:
+def _compile_matcher(m: Any, validate: bool = True) -> Any:
+    """Copies a matcher; a regex is checked now (fresh files) and compiled when first used."""
     if isinstance(m, dict) and "regex" in m:
         m = dict(m)
-        m["_rx"] = compile_regex(m["regex"])
+        m["_rx"] = compile_regex(m["regex"]) if validate else None  # the key exists either way
     return m
 
 
-def _compile_selection(name: str, spec: dict[str, Any]) -> Selection:
+def _compile_selection(name: str, spec: dict[str, Any], validate: bool = True) -> Selection:
     ev = spec.get("event")
     kinds = frozenset([ev] if isinstance(ev, str) else ev) if ev is not None else None
-    where = {k: _compile_matcher(v) for k, v in (spec.get("where") or {}).items()}
-    any_of = [{k: _compile_matcher(v) for k, v in alt.items()} for alt in spec.get("any_of") or []]
-    run = {k: _compile_matcher(v) for k, v in (spec.get("run") or {}).items()} if "run" in spec else None
+    where = {k: _compile_matcher(v, validate) for k, v in (spec.get("where") or {}).items()}
+    any_of = [{k: _compile_matcher(v, validate) for k, v in alt.items()} for alt in spec.get("any_of") or []]
+    run = {k: _compile_matcher(v, validate) for k, v in (spec.get("run") or {}).items()} if "run" in spec else None
     return Selection(name, kinds, where, any_of, spec.get("fuzzy"), run, spec.get("before"), spec.get("after"))
 
 
@@ -192,7 +193,7 @@ def _read_validated(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     return data, lines
 
 
-def _build(path: Path, data: dict[str, Any], lines: dict[str, int]) -> Rule:
+def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: bool = False) -> Rule:
     """Cross-field checks and compilation (patterns, condition) of a schema-valid rule."""
     from .condition import parse_condition
     from .events import KINDS
@@ -212,7 +213,7 @@ def _build(path: Path, data: dict[str, Any], lines: dict[str, int]) -> Rule:
             if kind not in KINDS:
                 raise RuleError(path, _line_for(lines, ["match", name, "event"]), f"unknown event kind {kind!r}")
         try:
-            selections[name] = _compile_selection(name, spec)
+            selections[name] = _compile_selection(name, spec, validate=not validated)
         except ValueError as e:
             raise RuleError(path, _line_for(lines, ["match", name]), str(e)) from None
         for ref in (spec.get("before"), spec.get("after")):
@@ -328,11 +329,11 @@ def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
     for path in files:
         try:
             entry = cached.get(str(path))
-            if entry is not None:
+            if entry is not None:  # patterns were checked when the entry was cached
                 data, lines = entry["data"], entry["lines"]
             else:
                 data, lines = _read_validated(path)
-            rule = _build(path, data, lines)
+            rule = _build(path, data, lines, validated=entry is not None)
             fresh[str(path)] = {"data": data, "lines": lines}
         except RuleError as e:
             problems.append(e)

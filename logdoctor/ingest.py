@@ -312,9 +312,16 @@ def _scan_block(block: bytes, counter: list[int], sink: BatchSink) -> Iterator[L
 def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = None) -> Iterator[Line]:
     """All clean lines of one source; InputError if it cannot be opened or read."""
     stream = open_source(source)
+    produced = False
     try:
-        yield from clean_lines(stream, batch_sink)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        for ln in clean_lines(stream, batch_sink):
+            produced = True
+            yield ln
+    except EOFError as e:
+        # a .gz still being written ends mid-stream: what was readable is the log so far
+        if not produced:
+            raise InputError(f"{source}: read failed ({e})") from None
+    except (OSError, gzip.BadGzipFile) as e:
         raise InputError(f"{source}: read failed ({e})") from None
     finally:
         if stream is not sys.stdin.buffer:

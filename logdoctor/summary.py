@@ -192,6 +192,13 @@ class Run:
         }
 
 
+_NON_NUMERIC_KEYS = frozenset({"label", "dtype", "model_class", "draft", "va_upper_bound"})
+
+
+def _num(v: Any) -> float | None:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _rank_sort_key(label: str) -> tuple[int, ...]:
     nums = [int(x) for x in re.findall(r"\d+", label)]
     return tuple(nums) if nums else (-1,)
@@ -339,13 +346,16 @@ class RunBuilder:
             self.peak_running = r
 
     def _memory(self, ev: Event) -> None:
-        k, f = ev.kind, ev.fields
+        k = ev.kind
+        # tolerant bags keep malformed values as text; memory arithmetic only takes real numbers
+        f = {key: v for key, v in ev.fields.items()
+             if key in _NON_NUMERIC_KEYS or _num(v) is not None}
         if k == "weight_load_begin" and "avail_gib" in f:
             self._rank_mem(ev).free_before_weights_gib = f["avail_gib"]
         elif k == "weight_load_end":
             rm = self._rank_mem(ev)
             rm.free_after_weights_gib = f.get("avail_gib", rm.free_after_weights_gib)
-            rm.weights_gib = f.get("weight_gib", rm.weights_gib)
+            rm.weights_gib = _num(f.get("weight_gib")) if _num(f.get("weight_gib")) is not None else rm.weights_gib
             if rm.weights_gib is None and rm.free_before_weights_gib is not None and rm.free_after_weights_gib is not None:
                 rm.weights_gib = round(rm.free_before_weights_gib - rm.free_after_weights_gib, 2)
         elif k == "kv_cache_allocated" and not f.get("va_upper_bound"):

@@ -89,10 +89,17 @@ class _Prepend(io.RawIOBase):
 
 def _raw_lines(stream: BinaryIO) -> Iterator[tuple[bytes, bool]]:
     """Yield (line bytes without newline, truncated) with bounded memory per line."""
+    produced = False
     while True:
-        chunk = stream.readline(MAX_LINE_BYTES)
+        try:
+            chunk = stream.readline(MAX_LINE_BYTES)
+        except EOFError:
+            if not produced:
+                raise
+            return  # a .gz still being written: the log so far
         if not chunk:
             return
+        produced = True
         if chunk.endswith(b"\n"):
             yield chunk[:-1], False
             continue
@@ -236,7 +243,10 @@ def _bulk_lines(stream: BinaryIO, number: int, sink: BatchSink) -> Iterator[Line
     skipping = False  # inside an over-long line, discarding up to its newline
     counter = [number]
     while True:
-        chunk = stream.read(BULK_CHUNK)
+        try:
+            chunk = stream.read(BULK_CHUNK)
+        except EOFError:
+            break  # a .gz still being written
         if not chunk:
             break
         if skipping:

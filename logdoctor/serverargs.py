@@ -7,6 +7,7 @@ them. Fields before the cut are kept; an unterminated last value is dropped.
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Any
 
 _CLOSERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
@@ -18,8 +19,10 @@ def _convert(raw: str) -> Any:
         return {"True": True, "False": False, "None": None}[raw]
     if raw[:1] in "'\"[({-0123456789":
         try:
-            return ast.literal_eval(raw)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # e.g. SyntaxWarning on `1abc`: the value stays text
+                return ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             pass
     return raw
 
@@ -57,8 +60,8 @@ def parse_server_args(text: str) -> dict[str, Any]:
             elif not depth and c in ",)":
                 break
             j += 1
-        if j >= n and (quote or depth):
-            break  # cut mid-value
+        if j >= n:
+            break  # no `,` or `)` after it: the line was cut in this value (0.8 cut to 0. would lie)
         out[key] = _convert(text[eq + 1:j])
         if j < n and text[j] == ")":
             break

@@ -4,7 +4,7 @@ Root cause = the first fatal diagnosis in the log (by the line of its decisive t
 rule priority (specific rules over wrappers such as `Capture cuda graph failed:`). Cascades (SIGQUIT
 from a child, "scheduler is dead", other ranks' aborts) never lead. A rule of category `unknown` leads
 only when no rule names a cause. Verdicts: `failed`, `healthy` (reached ready, nothing fatal after),
-`incomplete` (no fatal failure and no ready line).
+`incomplete` (no fatal failure and no ready line; a `stall: true` rule may say where it stopped).
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
         # v0.1.3-v0.1.17 print no ready line; batch lines mean the server was serving
         primary, verdict = None, "healthy"
     else:
-        stalls = sorted((d for d in diags if not d.rule.cascade and d.rule.severity != "info"), key=_key)
+        stalls = sorted((d for d in diags if d.rule.stall), key=_key)
         primary, verdict = (stalls[0] if stalls else None), "incomplete"
     rest = sorted((d for d in diags if d is not primary), key=lambda d: (not _is_fatal(d), d.position, -d.rule.priority))
     ordered = ([primary] if primary else []) + rest

@@ -125,9 +125,12 @@ def _lookup(ev: Event, stage: str, path: str) -> Any:
 def _lookup_dict(d: dict[str, Any], path: str) -> Any:
     cur: Any = d
     for part in path.split("."):
-        if not isinstance(cur, dict):
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
             return None
-        cur = cur.get(part)
     return cur
 
 
@@ -264,7 +267,8 @@ def evaluate_rule(rule: Rule, index: EventIndex, run: Run, run_dict: dict[str, A
     evidence = _pick_evidence(evs, anchor_ev)
     values: dict[str, Any] = {"run": run_dict}
     if anchor_ev is not None:
-        values.update({"ev": anchor_ev.fields, "rank": anchor_ev.ranks or anchor_ev.rank, "line": pos})
+        rank = anchor_ev.ranks or (f"rank {anchor_ev.rank}" if anchor_ev.rank is not None else "a rank")
+        values.update({"ev": {**anchor_ev.fields, "text": anchor_ev.text}, "rank": rank, "line": pos})
     for n in rule.selections:
         if results[n].events:
             values[n] = index.events[results[n].events[0]].fields
@@ -311,8 +315,24 @@ def run_rules(rules: list[Rule], events: Iterable[Event], run: Run) -> tuple[lis
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.]*)(?::([^{}]*))?\}")
 
 
+_OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
+
+
 def render(template: str, values: dict[str, Any]) -> str:
-    """`{name}` / `{a.b:.2f}` from plain dict lookups only (no attribute access, no code)."""
+    """`{name}` / `{a.b:.2f}` from plain dict lookups only (no attribute access, no code).
+
+    `[[ ... ]]` marks an optional part: it is dropped when a placeholder inside it has no value, so a
+    sentence about numbers the log does not contain disappears instead of reading "? GiB".
+    """
+    def optional(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        for ph in _PLACEHOLDER.finditer(inner):
+            if ph.group(1) and _lookup_dict(values, ph.group(1)) is None:
+                return ""
+        return inner
+
+    template = _OPTIONAL.sub(optional, template)
+
     def sub(m: re.Match[str]) -> str:
         if m.group(0) == "{{":
             return "{"

@@ -50,6 +50,7 @@ class Rule:
     severity: str
     fatal: bool
     cascade: bool
+    stall: bool
     priority: int
     confidence: float
     stage: str
@@ -234,6 +235,7 @@ def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: b
     return Rule(
         id=data["id"], name=data["name"], title=data["title"], category=data["category"], severity=severity,
         fatal=bool(data.get("fatal", severity == "error")), cascade=bool(data.get("cascade", False)),
+        stall=bool(data.get("stall", False)),
         priority=int(data.get("priority", 50)), confidence=float(data.get("confidence", 0.9)),
         stage=data.get("stage", "any"), versions=data.get("versions", ">=0.1"), anchor=anchor,
         selections=selections, condition=cond, condition_text=data["condition"],

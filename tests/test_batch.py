@@ -35,6 +35,7 @@ def hazard_dir(tmp_path: Path) -> Path:
     os.symlink(d / "loop-b.log", d / "loop-a.log")
     os.symlink(d / "loop-a.log", d / "loop-b.log")
     os.mkfifo(d / "pipe.log")
+    os.symlink("/dev/null", d / "device.log")
     os.symlink(d, d / "nested" / "dir-loop")  # a symlinked directory is not followed
     return d
 
@@ -49,7 +50,8 @@ def test_hazards_get_their_rows_and_the_rest_completes(hazard_dir: Path) -> None
     assert rows["binary.log"]["error"].startswith("binary file")
     assert rows["loop-a.log"]["error"] == "symlink loop" and rows["loop-b.log"]["error"] == "symlink loop"
     assert rows["pipe.log"]["error"] == "not a regular file (FIFO)"
-    assert len(rows) == 7
+    assert rows["device.log"]["error"] == "not a regular file (device)"
+    assert len(rows) == 8
 
 
 def test_unreadable_and_vanishing_files_are_rows_not_crashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

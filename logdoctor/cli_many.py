@@ -6,9 +6,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +84,9 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
     def batch_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
                   rule_dirs: tuple[str, ...], events_out: str | None) -> int:
         """Diagnose every log under PATHS (files, directories, globs, .gz): one row per log."""
+        import shutil
+        import tempfile
+
         from .batch import BatchRow, atomic_output, discard_output, finish_output, row_dict
         from .tables import batch_summary, frame
         events_dir = tempfile.mkdtemp(prefix="logdoctor-events-") if events_out else None

@@ -116,10 +116,11 @@ def _parser() -> Lark:
 
 
 def _cache_file(path: Path) -> str | bool:
-    import hashlib
     import os
     import tempfile
-    digest = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+    import zlib
+    data = path.read_bytes()
+    digest = f"{zlib.crc32(data):08x}{len(data):x}"
     d = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     target = os.path.join(d, "logdoctor")
     try:

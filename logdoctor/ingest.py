@@ -7,7 +7,6 @@ hard-wrapped are joined, and a line over `MAX_LINE_BYTES` is cut and marked. Eve
 """
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import re
@@ -43,6 +42,8 @@ _PROGRESS_HINT = re.compile(r"\d+%\||it/s|s/it|\d+/\d+ \[")
 
 def open_source(source: str | os.PathLike[str]) -> BinaryIO:
     """Open a path, `-` (stdin) or a `.gz` file for binary reading; raise InputError on failure."""
+    import gzip  # only here and in read errors: most logs are plain text
+
     if str(source) == "-":
         stream: BinaryIO = sys.stdin.buffer
         head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
@@ -331,7 +332,7 @@ def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = No
         # a .gz still being written ends mid-stream: what was readable is the log so far
         if not produced:
             raise InputError(f"{source}: read failed ({e})") from None
-    except (OSError, gzip.BadGzipFile) as e:
+    except OSError as e:  # gzip.BadGzipFile is an OSError
         raise InputError(f"{source}: read failed ({e})") from None
     finally:
         if stream is not sys.stdin.buffer:

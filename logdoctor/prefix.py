@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date
 
 _SGLANG = re.compile(
     r"\[(?:(\d{4}-\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?((?: [A-Z][A-Z_]*\d+)*)\] ?"
@@ -58,6 +57,7 @@ class Prefixed:
 def _day_secs(d: str) -> float:
     v = _day_cache.get(d)
     if v is None:
+        from datetime import date
         try:
             v = float(date.fromisoformat(d).toordinal() - 719163) * 86400.0
         except ValueError:

@@ -279,19 +279,22 @@ def rule_files(directory: Path) -> list[Path]:
 
 def _cache_path(files: list[Path]) -> Path | None:
     """A cache of parsed, schema-checked rule data, keyed by every file's path, size and mtime."""
-    import hashlib
     import os
+    import zlib  # two CRC32s make a 64-bit key; hashlib costs more to import than the whole check
+
     from . import __version__
-    h = hashlib.sha256(__version__.encode())
+    parts = [__version__]
     schema = builtin_rules_dir() / "schema.json"
     for f in [schema, *files]:
         try:
             st = f.stat()
         except OSError:
             return None
-        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        parts.append(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}")
+    blob = "\n".join(parts).encode()
+    key = f"{zlib.crc32(blob):08x}{zlib.crc32(blob[::-1]):08x}{len(files):04x}"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "logdoctor" / f"rules-{h.hexdigest()[:24]}.json"
+    return Path(base) / "logdoctor" / f"rules-{key}.json"
 
 
 def _read_cache(cache: Path | None) -> dict[str, Any] | None:

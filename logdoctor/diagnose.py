@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import Diagnosis, EventIndex, evaluate_rule, render
+from .engine import Diagnosis, evaluate_all, index_and_fold, render
 from .events import Event
 from .memory import analyse, template_values
 from .rules import Rule
@@ -84,18 +84,9 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
              builder: RunBuilder | None = None) -> Report:
     """Fold, match and rank one log's events (streaming: events are consumed once)."""
     builder = builder or RunBuilder(source)
-
-    def tee() -> Iterable[Event]:
-        last = 0
-        for ev in events:
-            builder.add(ev)
-            last = max(last, ev.end_line or ev.line)
-            yield ev
-        builder.finish(last)
-
-    index = EventIndex(tee())
+    index = index_and_fold(events, builder)
     run = builder.run
-    diags, _ = run_rules_on_index(rules, index, run)
+    diags = evaluate_all(rules, index, run)
     mem = analyse(run)
     mem_values = template_values(mem)
     for d in diags:
@@ -106,16 +97,6 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
             d.memory = mem.to_dict()
     verdict, primary, ordered = rank_diagnoses(diags, run)
     return Report(source, verdict, primary, ordered, run, mem.to_dict())
-
-
-def run_rules_on_index(rules: list[Rule], index: EventIndex, run: Run) -> tuple[list[Diagnosis], EventIndex]:
-    run_dict = run.to_dict()
-    out = []
-    for rule in rules:
-        d = evaluate_rule(rule, index, run, run_dict)
-        if d is not None:
-            out.append(d)
-    return out, index
 
 
 __all__ = ["Report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]

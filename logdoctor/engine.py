@@ -15,7 +15,7 @@ from typing import Any
 from .condition import evaluate, positive_names
 from .events import Event
 from .rules import Rule, Selection
-from .summary import Run
+from .summary import Run, RunBuilder
 
 PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
                       "graph_capture_progress"})
@@ -109,17 +109,7 @@ def _lookup(ev: Event, stage: str, path: str) -> Any:
         return stage
     if path in ("text", "line", "rank", "ranks", "kind", "ts"):
         return getattr(ev, path)
-    cur: Any = ev.fields
-    for part in path.split("."):
-        if isinstance(cur, dict):
-            cur = cur.get(part)
-        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-            cur = cur[int(part)]
-        else:
-            return None
-        if cur is None:
-            return None
-    return cur
+    return _lookup_dict(ev.fields, path)
 
 
 def _lookup_dict(d: dict[str, Any], path: str) -> Any:
@@ -301,15 +291,21 @@ def _evidence_text(ev: Event) -> str:
     return ev.text if len(ev.text) <= 300 else ev.text[:299] + "…"
 
 
-def run_rules(rules: list[Rule], events: Iterable[Event], run: Run) -> tuple[list[Diagnosis], EventIndex]:
-    index = EventIndex(events)
+def evaluate_all(rules: list[Rule], index: EventIndex, run: Run) -> list[Diagnosis]:
     run_dict = run.to_dict()
-    out = []
-    for rule in rules:
-        d = evaluate_rule(rule, index, run, run_dict)
-        if d is not None:
-            out.append(d)
-    return out, index
+    return [d for rule in rules if (d := evaluate_rule(rule, index, run, run_dict)) is not None]
+
+
+def index_and_fold(events: Iterable[Event], builder: RunBuilder) -> EventIndex:
+    """One pass over the events: the rules' index and the run summary (finished at the end)."""
+    def tee() -> Iterable[Event]:
+        last = 0
+        for ev in events:
+            builder.add(ev)
+            last = max(last, ev.end_line or ev.line)
+            yield ev
+        builder.finish(last)
+    return EventIndex(tee())
 
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.]*)(?::([^{}]*))?\}")

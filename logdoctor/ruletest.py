@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import EventIndex, evaluate_rule
+from .engine import evaluate_rule, index_and_fold
 from .ingest import InputError
 from .parse import parse_source
 from .rules import Rule
@@ -21,18 +21,8 @@ class ExampleOutcome:
 
 def fires_on(rule: Rule, path: Path) -> bool:
     builder = RunBuilder(str(path))
-
-    def tee():  # type: ignore[no-untyped-def]
-        last = 0
-        for ev in parse_source(path):
-            builder.add(ev)
-            last = max(last, ev.end_line or ev.line)
-            yield ev
-        builder.finish(last)
-
-    index = EventIndex(tee())
-    run = builder.run
-    return evaluate_rule(rule, index, run, run.to_dict()) is not None
+    index = index_and_fold(parse_source(path), builder)
+    return evaluate_rule(rule, index, builder.run, builder.run.to_dict()) is not None
 
 
 def run_examples(rule: Rule) -> list[ExampleOutcome]:

@@ -8,6 +8,7 @@ Every event also exposes `stage` (the launch stage the log had reached when it w
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,9 @@ from .summary import Run, RunBuilder
 
 PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
                       "graph_capture_progress"})
-MAX_KEPT_EVENTS = 200_000
+MAX_KEPT_EVENTS = 100_000
+CHATTY_KEPT = 5_000
+MAX_TEXT = 4_096
 MAX_EVIDENCE = 8
 _STAGE_OF_KIND = {
     "dist_init_begin": "init", "nccl_version": "init", "dist_init_end": "init", "weight_load_begin": "weights", "kv_cache_allocated": "kv_pool",
@@ -69,26 +72,37 @@ class Diagnosis:
 
 
 class EventIndex:
-    """The non-periodic events of one log, by kind, each with the stage it was printed in."""
+    """The non-periodic events of one log, by kind, each with the stage it was printed in.
+
+    Memory stays bounded on logs of any size: at most MAX_KEPT_EVENTS telling events, and of the chatty
+    ones (unrecognised lines, NCCL INFO, torch info/warning lines) only the first and the last
+    CHATTY_KEPT, their text cut to MAX_TEXT characters. Failures sit at the end of a log or among the
+    telling events, so the rules lose nothing they match on.
+    """
 
     def __init__(self, events: Iterable[Event]) -> None:
-        self.events: list[Event] = []
-        self.stages: list[str] = []
-        self.by_kind: dict[str, list[int]] = {}
+        kept: list[tuple[Event, str]] = []
+        chatty_head: list[tuple[Event, str]] = []
+        chatty_tail: deque[tuple[Event, str]] = deque(maxlen=CHATTY_KEPT)
         stage = "args"
         for ev in events:
             s = _STAGE_OF_KIND.get(ev.kind)
             if s is not None and _STAGE_RANK[s] > _STAGE_RANK[stage]:
                 stage = s
             if ev.kind in PERIODIC:
-                if stage in ("warmup",) and ev.kind in ("decode_batch", "prefill_batch"):
-                    pass
                 continue
-            if len(self.events) >= MAX_KEPT_EVENTS:
-                continue
-            self.by_kind.setdefault(ev.kind, []).append(len(self.events))
-            self.events.append(ev)
-            self.stages.append(stage)
+            if _is_chatty(ev):
+                if len(ev.text) > MAX_TEXT:
+                    ev.text = ev.text[:MAX_TEXT]
+                (chatty_head if len(chatty_head) < CHATTY_KEPT else chatty_tail).append((ev, stage))
+            elif len(kept) < MAX_KEPT_EVENTS:
+                kept.append((ev, stage))
+        merged = sorted(kept + chatty_head + list(chatty_tail), key=lambda x: x[0].line)
+        self.events: list[Event] = [e for e, _ in merged]
+        self.stages: list[str] = [st for _, st in merged]
+        self.by_kind: dict[str, list[int]] = {}
+        for i, ev in enumerate(self.events):
+            self.by_kind.setdefault(ev.kind, []).append(i)
 
     def candidates(self, kinds: frozenset[str] | None) -> Iterable[int]:
         if kinds is None:
@@ -97,6 +111,14 @@ class EventIndex:
         for k in kinds:
             idx.extend(self.by_kind.get(k, ()))
         return sorted(idx)
+
+
+def _is_chatty(ev: Event) -> bool:
+    k = ev.kind
+    if k == "unparsed":
+        return True
+    level = ev.fields.get("level")
+    return (k == "nccl_log" and level == "INFO") or (k == "torch_log" and level in ("I", "W", None))
 
 
 def position(ev: Event) -> int:

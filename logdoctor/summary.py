@@ -32,8 +32,8 @@ FAILURE_KINDS = frozenset({
     "kernel_log",
 })
 _NCCL_FAIL = re.compile(r"WARN|ERROR|ABORT")
-_RX_TPUT = re.compile(rb"gen throughput \(token/s\): ([0-9.]+)")
-_RX_USAGE = re.compile(rb"token usage: ([0-9.]+)")
+_RX_TPUT = re.compile(rb"gen throughput \(token/s\): ([0-9]+(?:\.[0-9]+)?)")
+_RX_USAGE = re.compile(rb"token usage: ([0-9]+(?:\.[0-9]+)?)")
 _RX_QUEUE = re.compile(rb"#queue-req: ([0-9]+)")
 _RX_RUNNING = re.compile(rb"#running-req: ([0-9]+)")
 

@@ -12,6 +12,14 @@ from .values import LIST, convert, list_value, normalize_key
 
 Fields = dict[str, Any]
 
+
+def _flt(text: str) -> float | None:
+    """A float from a regex capture that may be malformed in a damaged log (`2..5`)."""
+    try:
+        return float(text.rstrip(".)"))
+    except ValueError:
+        return None
+
 def finish(kind: str, f: Fields, body: str) -> Fields:
     nums = f.pop("numbers", [])
     words = f.pop("words", [])
@@ -47,7 +55,9 @@ def _fx_kv_alloc(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
     if "kv_label" in f:
         f["label"] = f.pop("kv_label")
     if "kv_gib" not in f and ("k_gib" in f or "v_gib" in f):
-        f["kv_gib"] = round(float(f.get("k_gib", 0.0)) + float(f.get("v_gib", 0.0)), 4)
+        k, v = f.get("k_gib", 0.0), f.get("v_gib", 0.0)
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (k, v)):
+            f["kv_gib"] = round(float(k) + float(v), 4)
     if "kv_cache_allocated_dtype" in f:
         f["dtype"] = f.pop("kv_cache_allocated_dtype")
 
@@ -138,13 +148,13 @@ def _fx_mfs_message(f: Fields, nums: list[Any], words: list[str], anchor: str, r
     if "mem_fraction_static" not in f:
         m = re.search(r"mem-fraction-static=(-?[\d.]+)", body)
         if m:
-            f["mem_fraction_static"] = float(m.group(1).rstrip("."))
+            f["mem_fraction_static"] = _flt(m.group(1))
     m = re.search(r"above (-?[\d.]+)", body)
     if m:
-        f["minimum"] = float(m.group(1).rstrip("."))
+        f["minimum"] = _flt(m.group(1))
     m = re.search(r"available/pre = (-?[\d.]+)", body)
     if m:
-        f["viable"] = float(m.group(1).rstrip(".)"))
+        f["viable"] = _flt(m.group(1))
 
 
 def _fx_capped(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -174,7 +184,7 @@ def _fx_batch_oom(f: Fields, nums: list[Any], words: list[str], anchor: str, res
 def _fx_host_mem(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     m = re.search(r"Requesting ([\d.]+) GB but only have ([\d.]+) GB", body)
     if m:
-        f["requested_gb"], f["free_gb"] = float(m.group(1)), float(m.group(2))
+        f["requested_gb"], f["free_gb"] = _flt(m.group(1)), _flt(m.group(2))
 
 
 def _fx_host_alloc(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -186,7 +196,7 @@ def _fx_mfs_reduced(f: Fields, nums: list[Any], words: list[str], anchor: str, r
         f["mem_fraction_static"] = nums[0]
     m = re.search(r"from: ([\d.]+) to: ([\d.]+)", body)
     if m:
-        f["from"], f["to"] = float(m.group(1)), float(m.group(2))
+        f["from"], f["to"] = _flt(m.group(1)), _flt(m.group(2))
         f["mem_fraction_static"] = f["to"]
 
 
@@ -291,7 +301,7 @@ def _fx_model_import(f: Fields, nums: list[Any], words: list[str], anchor: str, 
 def _fx_health(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     m = re.search(r"last (\d+(?:\.\d+)?) seconds", body)
     if m:
-        f["seconds"] = float(m.group(1))
+        f["seconds"] = _flt(m.group(1))
 
 
 def _fx_nccl_lib(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -301,7 +311,7 @@ def _fx_nccl_lib(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
 def _fx_retract(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     m = re.search(r"new_token_ratio: ([\d.]+) -> ([\d.]+)", body)
     if m:
-        f["new_token_ratio_from"], f["new_token_ratio_to"] = float(m.group(1)), float(m.group(2))
+        f["new_token_ratio_from"], f["new_token_ratio_to"] = _flt(m.group(1)), _flt(m.group(2))
         f.pop("new_token_ratio", None)
 
 
@@ -328,7 +338,7 @@ def _fx_hybrid(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: 
 def _fx_swa(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     m = re.search(r"\((\d+) tokens, ([\d.]+) GiB\).*?available ([\d.]+) GiB", body)
     if m:
-        f.update({"cap_tokens": int(m.group(1)), "cap_gib": float(m.group(2)), "available_gib": float(m.group(3))})
+        f.update({"cap_tokens": int(m.group(1)), "cap_gib": _flt(m.group(2)), "available_gib": _flt(m.group(3))})
     f.pop("rest", None)
 
 

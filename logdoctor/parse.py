@@ -57,13 +57,13 @@ _SECTION = re.compile(r"^(?:=+|-+)$")
 _TORCHRUN_ROOT = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)(?:.*?Signal (\d+) \((\w+)\))?", re.S)
 
 
-def _gib(num: str, unit: str) -> float:
+def _gib(num: str, unit: str) -> float | None:
     scale = {"B": 1 / 2**30, "KB": 1 / 2**20, "KiB": 1 / 2**20, "MB": 1 / 1024, "MiB": 1 / 1024,
              "GB": 1.0, "GiB": 1.0, "TB": 1024.0, "TiB": 1024.0}
     try:
         return round(float(num) * scale.get(unit, 1.0), 4)
     except ValueError:
-        return float("nan")
+        return None  # a damaged number: unknown, never NaN in the JSON
 
 
 def _first(m: re.Match[str] | None) -> float | None:

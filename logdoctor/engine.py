@@ -21,7 +21,7 @@ from .summary import Run, RunBuilder
 PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
                       "graph_capture_progress"})
 MAX_KEPT_EVENTS = 100_000
-CHATTY_KEPT = 5_000
+CHATTY_KEPT = 1_000
 MAX_TEXT = 4_096
 MAX_EVIDENCE = 8
 _STAGE_OF_KIND = {
@@ -154,7 +154,7 @@ def match_value(value: Any, m: Any) -> bool:
             return float(value) == float(m)
         return str(value) == str(m) if value is not None else False
     for op, arg in m.items():
-        if op == "_rx":
+        if op in ("_rx", "_lits"):
             continue
         if op == "exists":
             if (value is not None) != bool(arg):
@@ -177,6 +177,12 @@ def match_value(value: Any, m: Any) -> bool:
         elif op == "regex":
             if value is None:
                 return False
+            lits = m.get("_lits")
+            if lits is not None:
+                text = _text(value)
+                hay = text.lower() if lits[0] else text
+                if not any(lit in hay for lit in lits[1]):
+                    return False  # none of the literals every match contains: no need to run the regex
             rx = m.get("_rx")
             if rx is None:
                 from .rules import compile_regex
@@ -214,12 +220,14 @@ def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any]) -> Sele
         return SelectionResult([], 100.0, False)
     hits: list[int] = []
     best = 0.0
+    where = list(sel.where.items())
+    alternatives = [list(alt.items()) for alt in sel.any_of]
+    events, stages = index.events, index.stages
     for i in index.candidates(sel.kinds):
-        ev, stage = index.events[i], index.stages[i]
-        if not all(match_value(_lookup(ev, stage, k), m) for k, m in sel.where.items()):
+        ev, stage = events[i], stages[i]
+        if where and not _all_match(ev, stage, where):
             continue
-        if sel.any_of and not any(all(match_value(_lookup(ev, stage, k), m) for k, m in alt.items())
-                                  for alt in sel.any_of):
+        if alternatives and not any(_all_match(ev, stage, alt) for alt in alternatives):
             continue
         if sel.fuzzy:
             value = _lookup(ev, stage, sel.fuzzy.get("field", "text"))
@@ -236,6 +244,13 @@ def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any]) -> Sele
             best = max(best, score)
         hits.append(i)
     return SelectionResult(hits, best if sel.fuzzy else 100.0, bool(hits))
+
+
+def _all_match(ev: Event, stage: str, checks: list[tuple[str, Any]]) -> bool:
+    for path, m in checks:
+        if not match_value(_lookup(ev, stage, path), m):
+            return False
+    return True
 
 
 def _order_filter(results: dict[str, SelectionResult], rule: Rule, index: EventIndex) -> None:

@@ -109,17 +109,15 @@ def main() -> None:
         for n in counts:
             d = tmp / f"many{n}"
             small_logs(d, n, seeds)
+            one = run([exe, "batch", str(d), "--format", "csv", "-o", str(tmp / "b.csv"), "--jobs", "1", "--no-progress"],
+                      tmp / "out")
+            parent_rss[n] = one["rss_kb"] / 1024
             if n == counts[-1]:
-                one = run([exe, "batch", str(d), "--format", "csv", "-o", str(tmp / "b.csv"), "--jobs", "1", "--no-progress"],
-                          tmp / "out")
                 alln = run([exe, "batch", str(d), "--format", "csv", "-o", str(tmp / "b.csv"), "--jobs", str(cores),
                             "--no-progress"], tmp / "out")
                 row(f"batch {n} launch logs, --jobs 1", f"{n / one['wall']:.0f} logs/s", "baseline", None)
                 row(f"batch {n} launch logs, --jobs {cores}", f"{n / alln['wall']:.0f} logs/s = ×{one['wall'] / alln['wall']:.2f}",
                     "grows with --jobs", one["wall"] / alln["wall"] > 1.2)
-            r = run([exe, "batch", str(d), "--format", "csv", "-o", str(tmp / "b.csv"), "--jobs", "1", "--no-progress"],
-                    tmp / "out")
-            parent_rss[n] = r["rss_kb"] / 1024
             shutil.rmtree(d)
         g = parent_rss[counts[-1]] / parent_rss[counts[0]]
         row(f"batch peak RSS, {counts[0]} → {counts[-1]} files", f"{parent_rss[counts[0]]:.0f} → {parent_rss[counts[-1]]:.0f} MB",

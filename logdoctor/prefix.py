@@ -35,6 +35,8 @@ _VLLM = re.compile(
 )
 _RAY = re.compile(r"\((?:[\w ,=.:/-]*pid=\d+[\w ,=.:/-]*)\) ")
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ (?!kernel:)[\w.@/-]+(?:\[\d+\])?: ")
+_SRUN = re.compile(r"\d{1,4}: (?=\[)")
 _OLD_RANK = re.compile(r"(?:\[gpu_id=(\d+)\]|\[gpu=(\d+)\]|Rank (\d+):) ")
 _RANK_TOKEN = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 _GLOO = "[Gloo] "
@@ -87,8 +89,17 @@ def split_prefix(text: str) -> Prefixed:
         m = _RAY.match(t)
         if m:
             t = t[m.end():]
-    if t[:1].isdigit() and len(t) > 20 and t[4] == "-" and t[10] == "T":
-        m = _ISO.match(t)
+    if t[:1].isdigit():
+        if len(t) > 20 and t[4] == "-" and t[10] == "T":
+            m = _ISO.match(t)  # `docker logs -t`, kubectl --timestamps
+            if m:
+                t = t[m.end():]
+        else:
+            m = _SRUN.match(t)  # `srun --label`
+            if m:
+                t = t[m.end():]
+    elif t[:1].isupper() and t[3:4] == " ":
+        m = _SYSLOG.match(t)  # journald / syslog: `Jan 01 10:00:00 host python3[123]: `
         if m:
             t = t[m.end():]
     if t[:1] == "[":

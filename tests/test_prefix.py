@@ -26,6 +26,8 @@ from logdoctor.prefix import split_prefix
     ("[Gloo] Rank 0 is connected to 1 peer ranks.", "Rank 0 is connected to 1 peer ranks.", None, None, "gloo"),
     ("(SchedulerActor pid=123, ip=10.0.0.1) [2025-01-01 10:00:00 TP0] x", "x", "TP0", 0, "sglang"),
     ("2025-01-01T10:00:00.123456789Z [2025-01-01 10:00:00 TP5] x", "x", "TP5", 5, "sglang"),
+    ("Jan 01 10:00:00 gpu-node python3[4242]: [2025-01-01 10:00:00 TP1] x", "x", "TP1", 1, "sglang"),
+    ("3: [2025-01-01 10:00:00 TP3] x", "x", "TP3", 3, "sglang"),
 ])
 def test_prefix_forms(line: str, body: str, ranks: str | None, rank: int | None, origin: str) -> None:
     p = split_prefix(line)

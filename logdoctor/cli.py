@@ -31,6 +31,11 @@ def _sources(logs: tuple[str, ...]) -> list[str]:
     return ["-"]
 
 
+def _require_content(run: Any, source: str) -> None:
+    if run.line_count == 0:
+        raise UsageError(f"{'<stdin>' if source == '-' else source}: empty input, nothing to analyse")
+
+
 def _events(source: str) -> Iterator[Event]:
     from .parse import parse_source
     return parse_source(source)
@@ -101,6 +106,7 @@ def summary_cmd(log: str | None, fmt: str) -> None:
     from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
     run = summarize_source(source)
+    _require_content(run, source)
     if fmt == "json":
         click.echo(_dump(run.to_dict()))
     else:
@@ -120,7 +126,9 @@ def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None) -> 
     from .memory import analyse, memory_text
     from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
-    analysis = analyse(summarize_source(source), mfs, bs)
+    run = summarize_source(source)
+    _require_content(run, source)
+    analysis = analyse(run, mfs, bs)
     if fmt == "json":
         click.echo(_dump(analysis.to_dict()))
     else:
@@ -161,6 +169,7 @@ def explain_cmd(log: str | None, fmt: str, rule_dirs: tuple[str, ...], exit_zero
     rules = _load_rules(rule_dirs)
     source = _sources((log,) if log else ())[0]
     report = diagnose_source(source, rules, "<stdin>" if source == "-" else source)
+    _require_content(report.run, source)
     if fmt == "json":
         click.echo(_dump(report.to_dict()))
     elif fmt == "markdown":

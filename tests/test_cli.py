@@ -62,6 +62,9 @@ def test_summary_json_and_text_and_stdin_and_gz(tmp_path: Path) -> None:
     (("explain", "/no/such/file.log"), "no such file"),
     (("explain", "--format", "yaml", "x"), "Invalid value"),
     (("explain", "--rules", "/no/such/dir", str(LOGS / "v0.4-tp8.log")), "not a directory"),
+    (("explain", "/dev/null"), "empty input"),
+    (("summary", "/dev/null"), "empty input"),
+    (("memory", "/dev/null"), "empty input"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
     p = run(*args)

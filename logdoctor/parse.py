@@ -54,6 +54,8 @@ _CPP_STACK = re.compile(r"^(?:frame #\d+:|Exception raised from |#\d+ |\s+what\(
                         r"Extension modules:|\s+File \")")
 _NUMBERED = re.compile(r"^\s*\d+\. ")
 _SECTION = re.compile(r"^(?:=+|-+)$")
+MAX_FRAMES = 500
+MAX_CHAIN = 50
 _TORCHRUN_ROOT = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)(?:.*?Signal (\d+) \((\w+)\))?", re.S)
 
 
@@ -209,6 +211,14 @@ class EventParser:
             f = cuda_error_fields(msg)
             f["exception"] = exception
             out.append(mk("cuda_error", f))
+        solutions = re.search(r"^Possible (?:solutions|suggestions):$", msg, re.M)
+        if solutions:
+            offset = msg.count("\n", 0, solutions.start())
+            items = [re.sub(r"^\s*\d+\.\s*", "", x).strip() for x in msg[solutions.end():].split("\n") if _NUMBERED.match(x)]
+            ps = mk("possible_solutions", {"items": items})
+            ps.line = ps.end_line = line + offset
+            ps.text = solutions.group(0)
+            out.append(ps)
         if "ChildFailedError" in (exception or ""):
             m = _TORCHRUN_ROOT.search(msg)
             f = {}
@@ -229,10 +239,11 @@ class EventParser:
         if b.mode == "traceback":
             if has_prefix and not body.startswith("Traceback"):
                 return False, self._close()
-            if _FRAME.match(text):
-                m = _FRAME.match(text)
-                assert m
-                ev.fields["frames"].append(f'{m.group("file")}:{m.group("lineno")} in {m.group("func") or "?"}')
+            m = _FRAME.match(text)
+            if m:
+                frames = ev.fields["frames"]
+                if len(frames) < MAX_FRAMES:  # bounded: a pathological chain cannot grow without limit
+                    frames.append(f'{m.group("file")}:{m.group("lineno")} in {m.group("func") or "?"}')
                 ev.end_line = ln.number
                 return True, []
             if text.startswith(("    ", "\t")) or text.strip() == "" or set(text.strip()) <= set("^~ "):
@@ -260,9 +271,10 @@ class EventParser:
             if has_prefix:
                 return False, self._close()
             if stripped.startswith(("During handling of the above exception", "The above exception was")):
-                ev.fields["chain"].append({"exception": ev.fields.get("exception"),
-                                           "message": ev.fields.get("message"),
-                                           "line": ev.fields.get("exception_line")})
+                if len(ev.fields["chain"]) < MAX_CHAIN:
+                    ev.fields["chain"].append({"exception": ev.fields.get("exception"),
+                                               "message": ev.fields.get("message"),
+                                               "line": ev.fields.get("exception_line")})
                 ev.end_line = ln.number
                 b.mode = "traceback"
                 b.lines = []

@@ -68,6 +68,7 @@ class MemoryAnalysis:
     graph_gib: float | None
     cuda_graph_max_bs: int | None
     context_len: int | None
+    kv_estimated: bool = False                 # KV size inferred from "Memory pool end" (old eras)
     formula: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
@@ -167,6 +168,14 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
     A = min(posts) if posts else None
     kv_rank = next((r for r in ranks if r.kv_cache_gib is not None), None)
     KV = kv_rank.kv_cache_gib if kv_rank else None
+    kv_estimated = False
+    if KV is None:
+        # before v0.4.1.post6 no line prints the KV size; "Memory pool end" ≈ A − KV (plus small req pools)
+        ends = [(r.post_load_free_gib, r.pool_end_free_gib) for r in ranks
+                if r.post_load_free_gib is not None and r.pool_end_free_gib is not None]
+        if ends:
+            a, e = min(ends)
+            KV, kv_estimated = round(a - e, 2), True
     tokens = kv_rank.kv_tokens if kv_rank else next((r.kv_tokens for r in ranks if r.kv_tokens), None)
     bpt = _r(KV * GIB / tokens, 1) if KV and tokens else None
     weights = max((r.weights_gib for r in ranks if r.weights_gib is not None), default=None)
@@ -187,9 +196,11 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
         effective_mem_fraction_static=_r(eff), minimum_mem_fraction_static=_r(minimum), pre_load_free_gib=P,
         post_load_free_gib=A, weights_gib=weights, kv_cache_gib=KV, kv_tokens=tokens, bytes_per_token=bpt,
         reserve_gib=_r(reserve, 2), kv_budget_gib=_r(budget, 2), graph_gib=graphs, cuda_graph_max_bs=bs,
-        context_len=ctx, missing=missing, ranks=ranks,
+        context_len=ctx, missing=missing, ranks=ranks, kv_estimated=kv_estimated,
     )
     a.formula = _formula_lines(run.era, P, A, m_used, KV, bpt)
+    if kv_estimated:
+        a.formula.append("  (KV size estimated as A − 'Memory pool end' free memory: this SGLang prints no KV size)")
     a.findings = _findings(a, ranks, run)
     a.advice = _advice(a, run)
     if what_if_mfs is not None or what_if_bs is not None:
@@ -210,7 +221,8 @@ def _findings(a: MemoryAnalysis, ranks: list[RankBudget], run: Run) -> list[str]
         if P is None and A is not None and KV is not None and m is not None and m < 1:
             out.append(f"without P: the numbers imply P ≈ (A − KV)/(1 − m) = {(A - KV) / (1 - m):.2f} GiB free before"
                        " the weights.")
-    if eff is not None and m is not None and abs(eff - m) > ROUNDING_TOLERANCE:
+    tolerance = ROUNDING_TOLERANCE * (3 if a.kv_estimated else 1)  # req pools hide inside an estimate
+    if eff is not None and m is not None and abs(eff - m) > tolerance:
         if eff > m:
             need_p = (A - KV) / (1 - m) if (A is not None and KV is not None and m < 1) else None
             msg = (f"the configured mem_fraction_static={m:g} cannot have been in force: with P={P:.2f} GiB and "

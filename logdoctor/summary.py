@@ -369,8 +369,8 @@ class RunBuilder:
             self._rank_mem(ev).dist_init_gib = f.get("mem_usage_gib")
         elif k == "graph_capture_begin" and not f.get("draft"):
             self._rank_mem(ev).graph_begin_free_gib = f.get("avail_gib")
-        elif k == "graph_capture_progress":
-            rm = self._rank_mem(ev)
+        elif k == "graph_capture_progress" and (ev.ranks or ev.rank is not None or len(self.run.ranks) <= 1):
+            rm = self._rank_mem(ev)  # tqdm bars carry no prefix: only attribute them when ranks are unambiguous
             if isinstance(f.get("bs"), int):
                 rm.last_capture_bs = f["bs"]
         elif k == "graph_capture_end" and not f.get("draft"):
@@ -403,8 +403,12 @@ class RunBuilder:
                 setattr(run, attr, v)
             elif rank_name in self.max_rank:
                 setattr(run, attr, self.max_rank[rank_name] + 1)
-        if run.era is None and any(s.first_ts and len(s.first_ts) == 8 for s in run.stages.values()):
-            run.era = "v0.2.14-v0.3.3"
+        if run.era in (None, "v0.1.17-v0.4.3"):
+            stamps = [s.first_ts for s in run.stages.values() if s.first_ts]
+            if stamps and all(len(t) == 8 for t in stamps):
+                run.era = "v0.2.14-v0.3.3"  # time-only prefixes
+            elif run.stages and not stamps and run.era is not None:
+                run.era = "v0.1.17-v0.2.13"  # no prefix at all, rank inline as [gpu_id=N] / [gpu=N]
         run.batches = {
             "count": self.n_decode + self.n_prefill,
             "decode_count": self.n_decode,

@@ -111,8 +111,27 @@ class _ToFields(Transformer[Token, Any]):
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     path = grammar_path("sglang.lark")
+    cache = _cache_file(path)
+    _drop_if_damaged(cache)
     return Lark(path.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                transformer=_ToFields(), cache=_cache_file(path), propagate_positions=False)
+                transformer=_ToFields(), cache=cache, propagate_positions=False)
+
+
+def _drop_if_damaged(cache: str | bool) -> None:
+    """lark keeps a damaged cache file and rebuilds on every start; remove it so it is written anew."""
+    import os
+    if not isinstance(cache, str):
+        return
+    try:
+        with open(cache, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return
+    if len(head) < 64 or not all(c in b"0123456789abcdef" for c in head):
+        try:
+            os.unlink(cache)
+        except OSError:
+            pass
 
 
 def _cache_file(path: Path) -> str | bool:

@@ -52,10 +52,15 @@ def _key(d: Diagnosis) -> tuple[int, int]:
 
 def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
     # a catch-all (`unknown`) diagnosis on text a specific rule already explains is noise
-    explained = {e.line for d in diags if d.category != "unknown" and not d.rule.cascade for e in d.evidence}
-    diags = [d for d in diags if d.category != "unknown" or d.position not in explained]
     ready_line = run.stages["ready"].first_line if "ready" in run.stages else None
-    fatal = [d for d in diags if _is_fatal(d) and (ready_line is None or d.position > ready_line)]
+
+    def counts(d: Diagnosis) -> bool:  # fatal, and not before a ready line the server went on to print
+        return _is_fatal(d) and (ready_line is None or d.position > ready_line)
+
+    # catch-alls (`unknown`) say "the cause is not in this log": noise once a specific rule names one
+    if any(counts(d) and d.category != "unknown" for d in diags):
+        diags = [d for d in diags if d.category != "unknown"]
+    fatal = [d for d in diags if counts(d)]
     if fatal:
         known = sorted((d for d in fatal if d.category != "unknown"), key=_key)
         primary = known[0] if known else sorted(fatal, key=_key)[0]

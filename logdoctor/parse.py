@@ -75,7 +75,7 @@ def _first(m: re.Match[str] | None) -> float | None:
     return _gib(g[0], g[1]) if len(g) >= 2 else None
 
 
-_CUDA_MSG = re.compile(r"(?:CUDA|Cuda|CUDART) error(?::\s*|\s+(?P<file>[^\s:']+):(?P<no>\d+)\s*:?\s*)'?(?P<msg>[^'\n]+)'?")
+_CUDA_MSG = re.compile(r"(?:CUDA|Cuda|CUDART|HIP) error(?::\s*|\s+(?P<file>[^\s:']+):(?P<no>\d+)\s*:?\s*)'?(?P<msg>[^'\n]+)'?")
 CUDA_ERROR_NAMES = {
     "an illegal memory access was encountered": "cudaErrorIllegalAddress",
     "out of memory": "cudaErrorMemoryAllocation",
@@ -86,6 +86,7 @@ CUDA_ERROR_NAMES = {
     "invalid device context": "cudaErrorDeviceUninitialized",
     "mapping of buffer object failed": "cudaErrorMapBufferObjectFailed",
     "no kernel image is available for execution on the device": "cudaErrorNoKernelImageForDevice",
+    "invalid device function": "cudaErrorInvalidDeviceFunction",
     "invalid device ordinal": "cudaErrorInvalidDevice",
     "CUDA driver version is insufficient for CUDA runtime version": "cudaErrorInsufficientDriver",
     "no CUDA-capable device is detected": "cudaErrorNoDevice",
@@ -207,7 +208,7 @@ class EventParser:
             f = oom_fields(msg)
             f["exception"] = exception
             out.append(mk("torch_oom", f))
-        elif "CUDA error" in msg or "cudaError" in msg or "Cuda error" in msg:
+        elif "CUDA error" in msg or "cudaError" in msg or "Cuda error" in msg or "HIP error" in msg:
             f = cuda_error_fields(msg)
             f["exception"] = exception
             out.append(mk("cuda_error", f))
@@ -413,7 +414,7 @@ class EventParser:
                                                   "exception_line": ln.number})
             self.block = _Block(tb, "exc_message")
             return []
-        if "CUDA error" in body or "Cuda error" in body:
+        if "CUDA error" in body or "Cuda error" in body or "HIP error" in body:
             return [self._event("cuda_error", ln, p, cuda_error_fields(body))]
         m = _WARNING.match(body)
         if m:

@@ -19,6 +19,7 @@ from .rules import Rule
 from .summary import Run, RunBuilder
 
 SCHEMA = "logdoctor.diagnosis/1"
+SERVING_MARGIN = 10  # lines of other ranks' output that may still interleave after a fatal error
 
 
 @dataclass
@@ -54,13 +55,22 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
     # a catch-all (`unknown`) diagnosis on text a specific rule already explains is noise
     ready_line = run.stages["ready"].first_line if "ready" in run.stages else None
 
-    def counts(d: Diagnosis) -> bool:  # fatal, and not before a ready line the server went on to print
-        return _is_fatal(d) and (ready_line is None or d.position > ready_line)
+    serving_until = run.last_serving_line
+
+    def counts(d: Diagnosis) -> bool:
+        """Fatal, not before a ready line the server went on to print, and not followed by more serving
+        (a request-level traceback after which batches keep coming did not end the server)."""
+        if not _is_fatal(d) or (ready_line is not None and d.position <= ready_line):
+            return False
+        block_end = max([d.position] + [e.end_line or e.line for e in d.evidence if e.line == d.position])
+        return not (ready_line is not None and serving_until > block_end + SERVING_MARGIN)
 
     # catch-alls (`unknown`) say "the cause is not in this log": noise once a specific rule names one
     if any(counts(d) and d.category != "unknown" for d in diags):
         diags = [d for d in diags if d.category != "unknown"]
     fatal = [d for d in diags if counts(d)]
+    for d in fatal:
+        d.counted = True
     if fatal:
         known = sorted((d for d in fatal if d.category != "unknown"), key=_key)
         primary = known[0] if known else sorted(fatal, key=_key)[0]

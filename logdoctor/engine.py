@@ -52,6 +52,7 @@ class Diagnosis:
     explanation: str = ""
     remedies: list[str] = field(default_factory=list)
     memory: dict[str, Any] | None = None
+    counted: bool = False             # set by the ranking: this diagnosis is a failure of this run
 
     @property
     def category(self) -> str:
@@ -60,7 +61,7 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "rule": self.rule.id, "name": self.rule.name, "category": self.rule.category,
-            "title": self.rule.title, "severity": self.rule.severity, "fatal": self.rule.fatal and not self.rule.cascade,
+            "title": self.rule.title, "severity": self.rule.severity, "fatal": self.counted,
             "confidence": round(self.confidence, 3), "line": self.position,
             "evidence": [{"line": e.line, "rank": e.ranks or (None if e.rank is None else f"rank{e.rank}"),
                           "text": e.text} for e in self.evidence],

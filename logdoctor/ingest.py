@@ -305,10 +305,12 @@ def _scan_block(block: bytes, counter: list[int], sink: BatchSink) -> Iterator[L
                 return
     batch: list[bytes] = []
     number = counter[0]
+    last_periodic = 0
     for raw in block.split(b"\n"):
         number += 1
         if len(raw) < 8192 and _is_periodic(raw):
             batch.append(raw)
+            last_periodic = number
             continue
         if len(raw) > MAX_LINE_BYTES:
             yield Line(number, _clean(raw[:MAX_LINE_BYTES].decode("utf-8", "replace")) + TRUNCATION_MARK, True)
@@ -317,7 +319,7 @@ def _scan_block(block: bytes, counter: list[int], sink: BatchSink) -> Iterator[L
         yield Line(number, _clean(text) if dirty else text)
     counter[0] = number
     if batch:
-        sink(b"\n".join(batch), number)
+        sink(b"\n".join(batch), last_periodic)
 
 
 def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = None) -> Iterator[Line]:

@@ -111,7 +111,8 @@ def explain_text(report: "Report", color: bool = False) -> str:
         out.append("")
         out.append(f"{s['bold']}Also seen{s['reset']}")
         for d in others[:8]:
-            kind = "fatal" if d.rule.fatal and not d.rule.cascade else ("cascade" if d.rule.cascade else d.rule.severity)
+            kind = ("fatal" if d.counted else "cascade" if d.rule.cascade else
+                    "did not stop the server" if d.rule.fatal else d.rule.severity)
             out.append(f"  line {d.position}: {d.rule.id} {d.rule.title} ({d.category}, {kind})")
     out.append("")
     out.append(f"{s['bold']}Stages{s['reset']}")

@@ -32,6 +32,7 @@ FAILURE_KINDS = frozenset({
     "kernel_log",
 })
 _NCCL_FAIL = re.compile(r"WARN|ERROR|ABORT")
+_SERVING_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
 _RX_TPUT = re.compile(rb"gen throughput \(token/s\): ([0-9]+(?:\.[0-9]+)?)")
 _RX_USAGE = re.compile(rb"token usage: ([0-9]+(?:\.[0-9]+)?)")
 _RX_QUEUE = re.compile(rb"#queue-req: ([0-9]+)")
@@ -159,6 +160,7 @@ class Run:
     failures: list[Failure] = field(default_factory=list)
     warnings: list[Failure] = field(default_factory=list)
     line_count: int = 0
+    last_serving_line: int = 0          # last batch or HTTP 200 line: the server was alive up to here
     event_count: int = 0
     unparsed_count: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
@@ -182,6 +184,7 @@ class Run:
                            "duration_s": s.duration_s} for n, s in self.stages.items()},
             "last_stage": self.last_stage,
             "ready": self.ready,
+            "last_serving_line": self.last_serving_line or None,
             "memory": [asdict(r) for r in self.rank_list()],
             "scheduler_summary": self.scheduler_summary,
             "batches": self.batches,
@@ -246,8 +249,11 @@ class RunBuilder:
         self.era_rank = -1
 
     def add_batch_lines(self, blob: bytes, last_line: int = 0) -> None:
-        """Bulk statistics of newline-joined `Decode batch` / `Prefill batch` lines (the fast path)."""
+        """Bulk statistics of newline-joined `Decode batch` / `Prefill batch` lines (the fast path).
+
+        `last_line` is the number of the last of these lines: the server was still serving then."""
         self.last_line = max(self.last_line, last_line)
+        self.run.last_serving_line = max(self.run.last_serving_line, last_line)
         n_decode = blob.count(b"Decode batch")
         self.n_decode += n_decode
         self.n_prefill += blob.count(b"Prefill batch")
@@ -282,6 +288,8 @@ class RunBuilder:
         run.event_count += 1
         k = ev.kind
         run.kinds[k] = run.kinds.get(k, 0) + 1
+        if k in _SERVING_KINDS:
+            run.last_serving_line = max(run.last_serving_line, ev.line)
         if k == "decode_batch":
             self.n_decode += 1
             f = ev.fields

@@ -35,6 +35,7 @@ CASES = [
     ("logs/v0.5new-dp2-tp4-ep4.log", "healthy", None, None, None),
     ("logs/v0.5-custom-ar-ipc-failed-tp2.log", "healthy", None, None, None),  # a warning never fails a log
     ("memory/story-mfs-0.55-tp8.log", "healthy", None, None, None),
+    ("logs/v0.4.7-serving-request-error.log", "healthy", None, None, None),  # serving went on after it
 ]
 
 

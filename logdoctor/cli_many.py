@@ -73,13 +73,15 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
     prog_opt = click.option("--no-progress", is_flag=True, help="No progress bar (it is only shown on a terminal).")
     rules_opt = click.option("--rules", "rule_dirs", multiple=True, metavar="DIR")
 
+    def many_logs(f: Any) -> Any:
+        """The options `batch` and `runs` share."""
+        for opt in (rules_opt, prog_opt, jobs_opt, out_opt, fmt_opt):
+            f = opt(f)
+        return f
+
     @cli.command("batch")
     @click.argument("paths", nargs=-1)
-    @fmt_opt
-    @out_opt
-    @jobs_opt
-    @prog_opt
-    @rules_opt
+    @many_logs
     @click.option("--events", "events_out", metavar="FILE.parquet", help="Also write every event of every log.")
     def batch_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
                   rule_dirs: tuple[str, ...], events_out: str | None) -> int:
@@ -113,17 +115,11 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         finally:
             if events_dir:
                 shutil.rmtree(events_dir, ignore_errors=True)
-        if any(r.error for r in rows):
-            return EXIT_USAGE
-        return EXIT_FAILURE_FOUND if any(r.verdict == "failed" for r in rows) else EXIT_OK
+        return _exit_code(rows)
 
     @cli.command("runs")
     @click.argument("paths", nargs=-1)
-    @fmt_opt
-    @out_opt
-    @jobs_opt
-    @prog_opt
-    @rules_opt
+    @many_logs
     @click.option("--group-by", "group_by", metavar="COL[,COL]", help="Aggregate runs per value (polars).")
     @click.option("--sort", "sort", metavar="COL[,-COL]", help="Sort by columns (- for descending).")
     @click.option("--filter", "filters", multiple=True, metavar="COL=VALUE",
@@ -148,9 +144,7 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         _emit(df, fmt, output, footer)
         for r in bad:
             click.echo(f"logdoctor: {r.path}: {r.error}", err=True)
-        if bad:
-            return EXIT_USAGE
-        return EXIT_FAILURE_FOUND if any(r.verdict == "failed" for r in rows) else EXIT_OK
+        return _exit_code(rows)
 
     @cli.command("compare")
     @click.argument("a")
@@ -219,6 +213,12 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
                        f"'logdoctor rules check {Path(output).parent}'", err=True)
         else:
             click.echo(skeleton, nl=False)
+
+
+def _exit_code(rows: list[Any]) -> int:
+    if any(r.error for r in rows):
+        return EXIT_USAGE
+    return EXIT_FAILURE_FOUND if any(r.verdict == "failed" for r in rows) else EXIT_OK
 
 
 def _split_source(source: str) -> tuple[str, int | None]:

@@ -39,15 +39,17 @@ def _fx_kv_dtype(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
     f["dtype"] = words[0] if words else None
 
 
+_QUANT_ITEM = re.compile(r"type=[^,]+, ([^=,]+), avail mem=")
+
+
 def _fx_weight_end(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     if "mem_usage_gib" in f:
         f["weight_gib"] = f.pop("mem_usage_gib")
     if "type" in f:
         f["model_class"] = f.pop("type")
-    for k in list(f):
-        if isinstance(f[k], str) and k not in ("model_class", "dtype", "quant"):
-            # the optional `{quant_str}, ` item (v0.5.10+) has no `=`
-            pass
+    m = _QUANT_ITEM.search(body)  # the optional `{quant_str}, ` item of v0.5.10+ has no `=`
+    if m:
+        f["quant"] = m.group(1).strip()
 
 
 def _fx_kv_alloc(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:

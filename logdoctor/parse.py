@@ -351,7 +351,8 @@ class EventParser:
                 self.last_dead.fields.setdefault("exit_code", fields.get("exit_code"))
             if str(fields.get("rest", "")).endswith("Traceback (most recent call last):"):
                 fields.pop("rest", None)
-                return [ev, self._open_traceback(ln, p, fields.get("process") or kind)]
+                self._open_traceback(ln, p, fields.get("process") or kind)
+                return [ev]
             if kind == "process_exception":
                 self.pending_process = (fields.get("process"), ln.number)
             if kind in ("graph_capture_failed", "possible_solutions") or (
@@ -390,7 +391,8 @@ class EventParser:
             process = None
             if self.pending_process and ln.number - self.pending_process[1] <= 2:
                 process = self.pending_process[0]
-            return [self._open_traceback(ln, p, process)]
+            self._open_traceback(ln, p, process)
+            return []
         m = _FATAL.match(body)
         if m:
             sig = m.group("py") or m.group("sg") or m.group("sig") or m.group("core") or \
@@ -454,28 +456,21 @@ class EventParser:
             return [self._event("torch_oom", ln, p, oom_fields(body))]
         return [self._event("unparsed", ln, p, {})]
 
-    def _open_traceback(self, ln: Line, p: Prefixed, process: str | None) -> Event:
+    def _open_traceback(self, ln: Line, p: Prefixed, process: str | None) -> None:
         tb = self._event("traceback", ln, p, {"exception": None, "message": None, "frames": [], "chain": [],
                                               "process": process})
         tb.end_line = ln.number
         self.block = _Block(tb, "traceback")
         self.pending_process = None
-        # returned as a placeholder only when a header preceded it on the same line
-        return _PLACEHOLDER
 
     def finish(self) -> list[Event]:
         return self._close()
 
 
-_PLACEHOLDER = Event("__placeholder__", 0)
-
-
 def parse_lines(lines: Iterable[Line], source: str = "") -> Iterator[Event]:
     parser = EventParser(source)
     for ln in lines:
-        for ev in parser.feed(ln):
-            if ev is not _PLACEHOLDER:
-                yield ev
+        yield from parser.feed(ln)
     for ev in parser.finish():
         yield ev
 

@@ -1,7 +1,13 @@
 """Formatters: one model in, text / json / markdown out."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .summary import STAGES, Run
+
+if TYPE_CHECKING:
+    from .diagnose import Report
+    from .rules import Rule
 
 
 def _gib(v: float | None) -> str:
@@ -199,8 +205,6 @@ def explain_markdown(report: "Report") -> str:
     return "\n".join(out)
 
 
-from .diagnose import Report  # noqa: E402  (type used in annotations above)
-
 
 def rule_doc(rule: "Rule") -> str:
     out = [f"{rule.id}  {rule.name}", f"{rule.title}", ""]
@@ -252,5 +256,3 @@ def _matcher_text(m: object) -> str:
         return " ".join(f"{k}={v!r}" for k, v in m.items() if k != "_rx")
     return f"= {m!r}"
 
-
-from .rules import Rule  # noqa: E402

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer, UnexpectedInput
@@ -108,47 +107,88 @@ class _ToFields(Transformer[Token, Any]):
         return str(data), fields
 
 
+# The parser is loaded from a parse table built ahead of time (`tools/build_parser.py`) and shipped as
+# JSON beside the grammar, so no run reads a cache another user could have written (lark's own cache is a
+# pickle, which runs code when loaded) and no first run pays for building. The table names the grammar
+# digest and lark version it was built from; when either differs (a grammar being edited, another lark),
+# the parser is built in memory instead.
+TABLE_FORMAT = 1
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    path = grammar_path("sglang.lark")
-    cache = _cache_file(path)
-    _drop_if_damaged(cache)
-    return Lark(path.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                transformer=_ToFields(), cache=cache, propagate_positions=False)
-
-
-def _drop_if_damaged(cache: str | bool) -> None:
-    """lark keeps a damaged cache file and rebuilds on every start; remove it so it is written anew."""
-    import os
-    if not isinstance(cache, str):
-        return
-    try:
-        with open(cache, "rb") as f:
-            head = f.read(64)
-    except OSError:
-        return
-    if len(head) < 64 or not all(c in b"0123456789abcdef" for c in head):
+    grammar = grammar_path("sglang.lark").read_bytes()
+    table = _read_table(grammar)
+    if table is not None:
         try:
-            os.unlink(cache)
-        except OSError:
+            return Lark._load_from_dict(table["data"], table["memo"], transformer=_ToFields())
+        except Exception:  # a table lark cannot load is as good as none: build instead
             pass
+    return build_parser(grammar)
 
 
-def _cache_file(path: Path) -> str | bool:
-    import os
-    import tempfile
-    import zlib
-    data = path.read_bytes()
-    digest = f"{zlib.crc32(data):08x}{len(data):x}"
-    d = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    target = os.path.join(d, "logdoctor")
+def build_parser(grammar: bytes) -> Lark:
+    return Lark(grammar.decode("utf-8"), parser="lalr", lexer="contextual", transformer=_ToFields(),
+                propagate_positions=False)
+
+
+def table_identity(grammar: bytes) -> dict[str, Any]:
+    import hashlib
+
+    import lark
+    return {"format": TABLE_FORMAT, "grammar_sha256": hashlib.sha256(grammar).hexdigest(),
+            "lark": lark.__version__}
+
+
+def serialize_table(parser: Lark, grammar: bytes) -> str:
+    """The parser as JSON: lark's own serialisation, with int-keyed maps and tuples made explicit."""
+    import json
+
+    from lark.grammar import Rule
+    from lark.lexer import TerminalDef
+    data, memo = parser.memo_serialize([TerminalDef, Rule])
+    data["options"] = {k: v for k, v in data["options"].items() if k != "transformer"}
+    return json.dumps({**table_identity(grammar), "data": _to_json(data), "memo": _to_json(memo)},
+                      separators=(",", ":"), sort_keys=True)
+
+
+def _read_table(grammar: bytes) -> dict[str, Any] | None:
+    import json
     try:
-        os.makedirs(target, exist_ok=True)
-        probe = os.path.join(target, ".w")
-        open(probe, "a").close()
-    except OSError:
-        target = tempfile.gettempdir()
-    return os.path.join(target, f"sglang-{digest}.lark.cache")
+        raw = json.loads(grammar_path("sglang.parser.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or any(raw.get(k) != v for k, v in table_identity(grammar).items()):
+        return None
+    return {"data": _from_json(raw.get("data")), "memo": _from_json(raw.get("memo"))}
+
+
+_INT_KEYS = "__int_keys__"
+_TUPLE = "__tuple__"
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value and all(isinstance(k, int) for k in value):
+            return {_INT_KEYS: [[k, _to_json(v)] for k, v in value.items()]}
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return {_TUPLE: [_to_json(v) for v in value]}
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if _INT_KEYS in value:
+            return {int(k): _from_json(v) for k, v in value[_INT_KEYS]}
+        if _TUPLE in value:
+            return tuple(_from_json(v) for v in value[_TUPLE])
+        return {k: _from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
 
 
 @lru_cache(maxsize=1)

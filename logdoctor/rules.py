@@ -308,12 +308,19 @@ def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.y*ml") if p.is_file())
 
 
+CACHE_FORMAT = 1
+
+
 def _cache_path(files: list[Path]) -> Path | None:
-    """A cache of parsed, schema-checked rule data, keyed by every file's path, size and mtime."""
-    import os
+    """A cache of parsed, schema-checked rule data, keyed by every file's path, size and mtime.
+
+    It lives only in the user's private cache directory (see cachedir.py): an entry found there skips
+    YAML parsing and schema validation, so it must be one this user wrote.
+    """
     import zlib  # two CRC32s make a 64-bit key; hashlib costs more to import than the whole check
 
     from . import __version__
+    from .cachedir import private_cache_dir
     parts = [__version__]
     schema = builtin_rules_dir() / "schema.json"
     for f in [schema, *files]:
@@ -322,32 +329,54 @@ def _cache_path(files: list[Path]) -> Path | None:
         except OSError:
             return None
         parts.append(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}")
+    directory = private_cache_dir()
+    if directory is None:
+        return None
     blob = "\n".join(parts).encode()
     key = f"{zlib.crc32(blob):08x}{zlib.crc32(blob[::-1]):08x}{len(files):04x}"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "logdoctor" / f"rules-{key}.json"
+    return directory / f"rules-{key}.json"
 
 
-def _read_cache(cache: Path | None) -> dict[str, Any] | None:
-    if cache is None:
-        return None
+def _read_cache(cache: Path | None) -> dict[str, Any]:
+    """The cached entries by path; anything damaged or of another shape is a miss, never an error."""
+    from .cachedir import read_private
+    raw = read_private(cache) if cache is not None else None
+    if raw is None:
+        return {}
     try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
+        doc = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("key") != cache.name:
+        return {}
+    entries = doc.get("entries")
+    if not isinstance(entries, dict):
+        return {}
+    return {path: e for path, e in entries.items() if _entry_shape_ok(e)}
+
+
+def _entry_shape_ok(entry: Any) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
+        return False
+    lines = entry.get("lines")
+    return isinstance(lines, dict) and all(isinstance(v, int) and not isinstance(v, bool) for v in lines.values())
 
 
 def _write_cache(cache: Path | None, entries: dict[str, Any]) -> None:
-    if cache is None:
-        return
+    from .cachedir import write_private
+    if cache is not None:
+        doc = {"format": CACHE_FORMAT, "key": cache.name, "entries": entries}
+        write_private(cache, json.dumps(doc).encode("utf-8"))
+
+
+def _from_cache(path: Path, entry: Any) -> tuple[Rule, dict[str, Any], dict[str, int]] | None:
+    """A rule built from its cache entry, or None when the entry does not build (then the file is read)."""
+    if entry is None:
+        return None
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{id(entries)}.tmp")
-        tmp.write_text(json.dumps(entries), encoding="utf-8")
-        tmp.replace(cache)
-    except OSError:
-        pass  # a read-only home only costs speed
+        return _build(path, entry["data"], entry["lines"], validated=True), entry["data"], entry["lines"]
+    except Exception:  # a stale or damaged entry must cost a re-read, not the command
+        return None
 
 
 def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
@@ -360,16 +389,16 @@ def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
     except RuleError as e:
         return [], [e]
     cache = _cache_path(files)
-    cached = _read_cache(cache) or {}
+    cached = _read_cache(cache)
     fresh: dict[str, Any] = {}
     for path in files:
         try:
-            entry = cached.get(str(path))
-            if entry is not None:  # patterns were checked when the entry was cached
-                data, lines = entry["data"], entry["lines"]
+            hit = _from_cache(path, cached.get(str(path)))
+            if hit is not None:  # patterns were checked when the entry was cached
+                rule, data, lines = hit
             else:
                 data, lines = _read_validated(path)
-            rule = _build(path, data, lines, validated=entry is not None)
+                rule = _build(path, data, lines)
             fresh[str(path)] = {"data": data, "lines": lines}
         except RuleError as e:
             problems.append(e)

@@ -1,32 +1,197 @@
-"""Damaged caches never break or slow the tool for good: they are ignored and written anew."""
+"""Caches can neither run code, hang, nor break the tool: the parser ships prebuilt as JSON, the rule cache
+lives only in a private directory the user owns, and anything else found there is a miss."""
 from __future__ import annotations
 
+import json
+import os
+import pickle
+import stat
+import subprocess
+import sys
+import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
 
-from logdoctor import grammar, rules
+from logdoctor import cachedir, grammar, rules
+from logdoctor.resources import grammar_path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "fixtures" / "example" / "tp8-mem-fraction.log"
 
 
-def test_damaged_grammar_cache_is_removed(tmp_path: Path) -> None:
-    cache = tmp_path / "sglang.lark.cache"
-    cache.write_bytes(b"garbage\n")
-    grammar._drop_if_damaged(str(cache))
-    assert not cache.exists()
-    good = tmp_path / "ok.cache"
-    good.write_bytes(b"0" * 64 + b"\nrest")
-    grammar._drop_if_damaged(str(good))
-    assert good.exists()
+class _Planted:
+    """Unpickling this creates the marker file: proof that a planted cache ran."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
 
 
-def test_damaged_rule_cache_is_ignored_and_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _explain(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logdoctor.cli", "explain", "--format", "json", str(EXAMPLE)],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
+
+
+def test_shipped_parse_table_is_current_and_equals_a_fresh_build() -> None:
+    source = grammar_path("sglang.lark").read_bytes()
+    shipped = json.loads(grammar_path("sglang.parser.json").read_bytes())
+    assert shipped["grammar_sha256"] == grammar.table_identity(source)["grammar_sha256"], \
+        "grammars/sglang.parser.json is stale: run python tools/build_parser.py"
+    table = grammar._read_table(source)
+    assert table is not None
+    from lark import Lark
+    loaded = Lark._load_from_dict(table["data"], table["memo"], transformer=grammar._ToFields())
+    built = grammar.build_parser(source)
+    lines = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.log"))[:400]:
+        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines()[:200]:
+            for body in (raw, raw.split("] ", 1)[-1]):
+                def result(p: Lark) -> object:
+                    try:
+                        return p.parse(body)
+                    except Exception as e:  # noqa: BLE001 - the same failure is part of "the same parser"
+                        return type(e).__name__
+                assert result(loaded) == result(built), body
+                lines += 1
+    assert lines > 5000
+
+
+def test_a_stale_table_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert grammar._read_table(b"start: \"x\"\n") is None
+
+
+def test_nothing_is_read_from_the_temp_dir_even_when_home_is_read_only(tmp_path: Path) -> None:
+    """The old lark cache fell back to a predictable name in the temp dir; a pickle planted there ran."""
+    marker = tmp_path / "pwned"
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "cache").write_text("a file where the cache directory should be: unusable even for root")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    source = grammar_path("sglang.lark").read_bytes()
+    for name in (f"sglang-{zlib.crc32(source):08x}{len(source):x}.lark.cache", "sglang.parser.json"):
+        with open(tmp / name, "wb") as f:
+            f.write(b"0" * 64 + b"\n")
+            pickle.dump(_Planted(str(marker)), f)
+    os.mkfifo(tmp / "logdoctor-fifo")
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), "TMPDIR": str(tmp)}
+    proc = _explain(env)  # the FIFO would hang a run that opened it
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["verdict"] == "failed"
+    assert not marker.exists()
+    assert sorted(p.name for p in tmp.iterdir()) == sorted(
+        ["logdoctor-fifo", "sglang.parser.json", f"sglang-{zlib.crc32(source):08x}{len(source):x}.lark.cache"])
+
+
+def test_runs_write_nothing_outside_the_private_cache(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cache = tmp_path / "cache"
+    proc = _explain({"XDG_CACHE_HOME": str(cache), "TMPDIR": str(tmp)})
+    assert proc.returncode == 1, proc.stderr
+    assert list(tmp.iterdir()) == []
+    d = cache / "logdoctor"
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert [p.suffix for p in d.iterdir()] == [".json"]  # the rule cache, JSON only
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in d.iterdir())
+
+
+def test_private_dir_refuses_a_directory_owned_by_someone_else(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    d = Path(__file__).resolve().parent.parent / "rules"
-    first, problems = rules.check_dir(d)
+    (tmp_path / "logdoctor").mkdir(mode=0o700)
+    real = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: real + 1)
+    assert cachedir.private_cache_dir() is None
+
+
+def test_private_dir_refuses_a_symlink_and_closes_an_open_directory(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (tmp_path / "logdoctor").symlink_to(elsewhere)
+    assert cachedir.private_cache_dir() is None
+    (tmp_path / "logdoctor").unlink()
+    (tmp_path / "logdoctor").mkdir()
+    (tmp_path / "logdoctor").chmod(0o777)
+    d = cachedir.private_cache_dir()
+    assert d is not None and stat.S_IMODE(d.stat().st_mode) == 0o700
+
+
+def test_relative_xdg_cache_home_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+    monkeypatch.setenv("HOME", str(tmp_path / "h"))
+    assert cachedir.private_cache_dir() == tmp_path / "h" / ".cache" / "logdoctor"
+    assert not (tmp_path / "relative").exists()
+
+
+def test_read_private_refuses_fifos_symlinks_and_big_files(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert cachedir.read_private(fifo) is None  # returns at once: opened non-blocking, not a regular file
+    target = tmp_path / "target"
+    target.write_bytes(b"{}")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    assert cachedir.read_private(link) is None
+    assert cachedir.read_private(target) == b"{}"
+    assert cachedir.read_private(target, limit=1) is None
+
+
+def _rule_cache(tmp_path: Path) -> tuple[Path, list[str]]:
+    first, problems = rules.check_dir(ROOT / "rules")
     assert not problems
     caches = list((tmp_path / "logdoctor").glob("rules-*.json"))
     assert len(caches) == 1
-    caches[0].write_text('{"broken')
-    again, problems = rules.check_dir(d)
-    assert not problems and [r.id for r in again] == [r.id for r in first]
-    assert caches[0].read_text().startswith("{") and len(caches[0].read_text()) > 1000
+    return caches[0], [r.id for r in first]
+
+
+@pytest.mark.parametrize("content", [
+    '{"broken',
+    "[]",
+    '{"format": 1, "key": "x", "entries": {}}',
+    '{"format": 1, "key": "KEY", "entries": []}',
+    '{"format": 1, "key": "KEY", "entries": {"PATH": {"data": [], "lines": {}}}}',
+    '{"format": 1, "key": "KEY", "entries": {"PATH": {"data": {"id": 5}, "lines": {"id": 1}}}}',
+    '{"format": 1, "key": "KEY", "entries": {"PATH": {"data": {}, "lines": {"a": "b"}}}}',
+])
+def test_rule_cache_of_any_other_shape_is_a_miss_and_is_rewritten(tmp_path: Path, content: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache, ids = _rule_cache(tmp_path)
+    some_rule = str(sorted((ROOT / "rules").rglob("*.yaml"))[0])
+    cache.write_text(content.replace("KEY", cache.name).replace("PATH", some_rule))
+    again, problems = rules.check_dir(ROOT / "rules")
+    assert not problems and [r.id for r in again] == ids
+    doc = json.loads(cache.read_text())
+    assert doc["format"] == rules.CACHE_FORMAT and len(doc["entries"]) == len(ids)
+
+
+def test_rule_cache_replaced_by_a_fifo_does_not_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache, ids = _rule_cache(tmp_path)
+    cache.unlink()
+    os.mkfifo(cache)
+    again, problems = rules.check_dir(ROOT / "rules")  # a blocking open would hang here
+    assert not problems and [r.id for r in again] == ids
+
+
+def test_no_cache_when_the_home_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "logdoctor").write_text("a file where the cache directory should be: unusable even for root")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    tempfile.tempdir = None
+    try:
+        assert cachedir.private_cache_dir() is None
+        got, problems = rules.check_dir(ROOT / "rules")
+    finally:
+        tempfile.tempdir = None
+    assert not problems and got
+    assert list((tmp_path / "tmp").iterdir()) == []

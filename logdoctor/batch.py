@@ -1,25 +1,32 @@
 """Many logs: find them, diagnose each in a worker process, stream the rows back.
 
 One bad file never costs the others: every path becomes exactly one row, with `error` set when it
-could not be read (missing, unreadable, not a regular file, binary, vanished, symlink loop). FIFOs and
-device files are never opened (opening a FIFO would block forever). Workers hold the rule set once;
-rows are small, so memory does not grow with the number of files.
+could not be read (missing, unreadable, not a regular file, binary, vanished, symlink loop, a directory
+that cannot be listed, over its time budget, its worker killed). FIFOs and device files are never opened
+(opening a FIFO would block forever). Workers inherit the rule set loaded once by the parent; rows are
+small, so memory does not grow with the number of files.
+
+Paths stay as Python decodes them from the file system (undecodable bytes as surrogates, so the file
+can still be opened); rows carry that form and every output shows `paths.display_path` of it.
 """
 from __future__ import annotations
 
 import glob
 import json
 import os
-import stat
+import re
 import sys
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-BINARY_SAMPLE = 8192
-LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".log.gz", ".txt.gz")
+from .paths import display_path, display_text
+
+# What a directory walk picks up: NAME.log / .txt / .out / .err, optionally rotated (server.log.1,
+# server.log-20240101, server.log.2024-01-01) and optionally gzipped (.gz); and any other .gz file.
+# Bounded repetition only: a file name is untrusted input too.
+LOG_NAME = re.compile(r"(?:\.(?:log|txt|out|err)(?:[.-][0-9][0-9._-]{0,31})?(?:\.gz)?|\.gz)$")
+DEFAULT_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -39,89 +46,100 @@ class BatchRow:
 # discovery
 
 
-def discover(paths: Iterable[str], all_files: bool = False) -> Iterator[str]:
-    """Files, directories (recursive, symlinked directories not followed), globs; never raises."""
+def is_log_name(name: str) -> bool:
+    """Whether a directory walk picks up a file of this name (see LOG_NAME)."""
+    return LOG_NAME.search(name) is not None
+
+
+def discover_inputs(paths: Iterable[str], all_files: bool = False) -> Iterator[tuple[str, str | None]]:
+    """(path, problem) for files, directories (recursive, symlinked directories not followed) and globs.
+
+    `problem` is None for a file to try, or why a directory could not be listed: an unreadable
+    directory is a finding, not an empty one. Never raises.
+    """
     seen: set[str] = set()
     for p in paths:
         matches = sorted(glob.glob(p, recursive=True)) if glob.has_magic(p) else [p]
         if not matches:
-            yield p  # reported as missing
+            yield p, None  # reported as missing
             continue
         for m in matches:
             if os.path.isdir(m) and not os.path.islink(m):
-                for root, dirs, files in os.walk(m, followlinks=False, onerror=lambda e: None):
+                unlisted: list[OSError] = []
+                for root, dirs, files in os.walk(m, followlinks=False, onerror=unlisted.append):
+                    yield from _unlisted(unlisted, seen)
                     dirs.sort()
                     for f in sorted(files):
                         full = os.path.join(root, f)
-                        if (all_files or f.endswith(LOG_SUFFIXES)) and full not in seen:
+                        if (all_files or is_log_name(f)) and full not in seen:
                             seen.add(full)
-                            yield full
+                            yield full, None
+                yield from _unlisted(unlisted, seen)
             elif m not in seen:
                 seen.add(m)
-                yield m
+                yield m, None
+
+
+def _unlisted(errors: list[OSError], seen: set[str]) -> Iterator[tuple[str, str]]:
+    while errors:
+        e = errors.pop(0)
+        where = os.fspath(e.filename) if e.filename is not None else "?"
+        if where in seen:
+            continue
+        seen.add(where)
+        why = "permission denied" if isinstance(e, PermissionError) else (e.strerror or str(e))
+        yield where, f"cannot list directory ({why})"
+
+
+def discover(paths: Iterable[str], all_files: bool = False) -> Iterator[str]:
+    """The paths of discover_inputs (unlistable directories included, as their own path)."""
+    for path, _ in discover_inputs(paths, all_files):
+        yield path
 
 
 def precheck(path: str) -> str | None:
-    """Why a path cannot be read as a log (None when it can be tried)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "no such file" if not os.path.islink(path) else "broken symlink"
-    except PermissionError:
-        return "permission denied"
-    except OSError as e:
-        return "symlink loop" if e.errno == 40 else f"cannot stat ({e.strerror or e})"
-    mode = st.st_mode
-    if stat.S_ISDIR(mode):
-        return "is a directory"
-    if stat.S_ISFIFO(mode):
-        return "not a regular file (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "not a regular file (device)"
-    if stat.S_ISSOCK(mode):
-        return "not a regular file (socket)"
-    if not stat.S_ISREG(mode):
-        return "not a regular file"
-    if st.st_size == 0:
-        return "empty file"
-    try:
-        with open(path, "rb") as f:
-            head = f.read(BINARY_SAMPLE)
-    except PermissionError:
-        return "permission denied"
-    except OSError as e:
-        return f"cannot read ({e.strerror or e})"
-    if head[:2] == b"\x1f\x8b":
-        return None
-    if head.count(b"\x00") > len(head) // 10 or _non_text_ratio(head) > 0.3:
-        return "binary file (not a text log)"
-    return None
+    """Why a path cannot be read as a log (None when it can be tried).
+
+    The same checks `open_source` makes for every other command (sniff.check_path: device, socket,
+    binary, corrupt compression by magic bytes), except that FIFOs and the null device are refused
+    without being opened: a directory walk must not wait for a writer on every FIFO it meets.
+    """
+    from .sniff import check_path
+    return check_path(path)
 
 
 def _non_text_ratio(head: bytes) -> float:
-    if not head:
-        return 0.0
-    text = head.decode("utf-8", errors="replace")
-    bad = sum(1 for c in text if c == "\ufffd" or (ord(c) < 32 and c not in "\n\r\t\x1b"))
-    return bad / max(len(text), 1)
+    from .sniff import non_text_ratio
+    return non_text_ratio(head)
 
 
 # ------------------------------------------------------------------------------------------------
 # per-file work (runs in worker processes)
 
-_RULES: list[Any] | None = None
-_EVENTS_DIR: str | None = None
+_RULES: list[Any] | None = None  # set in the parent before workers fork: they share it copy-on-write
+_EVENTS: IO[bytes] | None = None  # this process's events file (an unlinked temp file), when --events
 
 
-def _init_worker(rule_dirs: list[str], events_dir: str | None) -> None:
-    global _RULES, _EVENTS_DIR
-    from .rules import load_ruleset
-    _RULES = load_ruleset(rule_dirs)
-    _EVENTS_DIR = events_dir
+def _set_events(sink: IO[bytes] | None) -> None:
+    global _EVENTS
+    _EVENTS = sink
 
 
 def diagnose_path(path: str, want_run: bool = False) -> tuple[BatchRow, dict[str, Any] | None]:
     """One file to one row (and optionally the flattened run); never raises."""
+    if _EVENTS is None:
+        return _diagnose_path(path, want_run)
+    _EVENTS.flush()
+    start = _EVENTS.tell()
+    row, run = _diagnose_path(path, want_run)
+    _EVENTS.flush()
+    if row.error is not None:  # no half a file's events next to an error row
+        _EVENTS.truncate(start)
+        _EVENTS.seek(start)
+    return row, run
+
+
+def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] | None]:
     from .diagnose import diagnose_source
     from .ingest import InputError
     row = BatchRow(path)
@@ -131,12 +149,12 @@ def diagnose_path(path: str, want_run: bool = False) -> tuple[BatchRow, dict[str
         return row, None
     assert _RULES is not None
     try:
-        if _EVENTS_DIR is not None:
+        if _EVENTS is not None:
             report = _diagnose_with_events(path)
         else:
-            report = diagnose_source(path, _RULES)
+            report = diagnose_source(path, _RULES, display_path(path))
     except InputError as e:
-        row.error = str(e).split(": ", 1)[-1]
+        row.error = e.reason
         return row, None
     except FileNotFoundError:
         row.error = "vanished during the run"
@@ -162,51 +180,75 @@ def diagnose_path(path: str, want_run: bool = False) -> tuple[BatchRow, dict[str
 
 
 def _diagnose_with_events(path: str) -> Any:
-    """Diagnose and also write every event of this file to a part file for --events."""
+    """Diagnose and also append every event of this file, as JSON lines, to this process's events file."""
     from .diagnose import diagnose
     from .parse import parse_source
-    assert _EVENTS_DIR is not None and _RULES is not None
-    part = Path(_EVENTS_DIR) / f"part-{os.getpid()}-{abs(hash(path))}.jsonl"
-    with open(part, "a", encoding="utf-8") as out:
-        def tee() -> Iterator[Any]:
-            for ev in parse_source(path):
-                out.write(json.dumps({"path": path, "line": ev.line, "rank": ev.ranks or (None if ev.rank is None else str(ev.rank)),
-                                      "ts": ev.ts, "kind": ev.kind,
-                                      "fields": json.dumps(ev.fields, default=str, ensure_ascii=False)},
-                                     ensure_ascii=False) + "\n")
-                yield ev
-        return diagnose(tee(), _RULES, path)
+    assert _EVENTS is not None and _RULES is not None
+    out, shown = _EVENTS, display_path(path)
 
-
-def _work(args: tuple[str, bool]) -> tuple[BatchRow, dict[str, Any] | None]:
-    return diagnose_path(*args)
+    def tee() -> Iterator[Any]:
+        for ev in parse_source(path):
+            line = json.dumps({"path": shown, "line": ev.line,
+                               "rank": ev.ranks or (None if ev.rank is None else str(ev.rank)),
+                               "ts": ev.ts, "kind": ev.kind,
+                               "fields": json.dumps(ev.fields, default=str, ensure_ascii=False)}, ensure_ascii=False)
+            out.write(line.encode("utf-8", "backslashreplace") + b"\n")
+            yield ev
+    return diagnose(tee(), _RULES, shown)
 
 
 def run_batch(paths: list[str], rule_dirs: list[str], jobs: int, want_run: bool = False,
-              events_dir: str | None = None, progress: bool = False) -> Iterator[tuple[BatchRow, dict[str, Any] | None]]:
-    """Yield (row, run) per path, in completion order."""
+              events: list[IO[bytes]] | None = None, progress: bool = False, timeout: float | None = None,
+              rules: list[Any] | None = None) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
+    """Yield (row, run) per path, in completion order.
+
+    `timeout` (seconds, None or 0 for none) is each file's budget: a file over it gets the row
+    `timed out after N s` and its worker is replaced. With a budget even `jobs=1` runs in a worker
+    process, because only a separate process can be stopped in the middle of a regex. `events`: a list
+    that receives the unlinked temp files holding every event as JSON lines (the caller closes them).
+    """
+    global _RULES
+    from .workers import Pool, worker_count
+    if rules is None:
+        from .rules import load_ruleset
+        rules = load_ruleset(rule_dirs)
+    _RULES = rules
     total = len(paths)
-    done = 0
     bar = _Progress(total) if progress else None
-    if jobs <= 1 or total <= 1:
-        _init_worker(rule_dirs, events_dir)
-        for p in paths:
-            res = diagnose_path(p, want_run)
-            done += 1
+    if timeout is not None and timeout <= 0:
+        timeout = None
+    if timeout is None and worker_count(jobs, total) == 1:
+        results = _in_process(paths, want_run, events)
+    else:
+        def lost(path: str, why: str) -> tuple[BatchRow, dict[str, Any] | None]:  # over budget, or worker died
+            return BatchRow(path, error=why), None
+        pool: Pool[str, tuple[BatchRow, dict[str, Any] | None]] = Pool(
+            lambda p: diagnose_path(p, want_run), lost, _set_events, jobs, timeout, events is not None,
+            events if events is not None else [])
+        results = pool.run(paths)
+    try:
+        for done, res in enumerate(results, 1):
             if bar:
                 bar.update(done)
             yield res
-    else:
-        import multiprocessing as mp
-        ctx = mp.get_context("fork" if sys.platform != "win32" else "spawn")
-        with ctx.Pool(jobs, initializer=_init_worker, initargs=(rule_dirs, events_dir)) as pool:
-            for res in pool.imap_unordered(_work, [(p, want_run) for p in paths], chunksize=max(1, min(64, total // (jobs * 8) or 1))):
-                done += 1
-                if bar:
-                    bar.update(done)
-                yield res
-    if bar:
-        bar.close()
+    finally:
+        results.close()
+        if bar:
+            bar.close()
+
+
+def _in_process(paths: list[str], want_run: bool, events: list[IO[bytes]] | None
+                ) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
+    import tempfile
+    if events is not None:
+        sink = tempfile.TemporaryFile(prefix="logdoctor-")
+        events.append(sink)
+        _set_events(sink)
+    try:
+        for p in paths:
+            yield diagnose_path(p, want_run)
+    finally:
+        _set_events(None)
 
 
 class _Progress:
@@ -279,26 +321,6 @@ def _i(v: Any) -> int | None:
 
 
 def row_dict(row: BatchRow) -> dict[str, Any]:
-    return asdict(row)
-
-
-# ------------------------------------------------------------------------------------------------
-# output (atomic: a temp file in the target directory, renamed when complete)
-
-
-def atomic_output(target: str) -> tuple[Any, str]:
-    d = os.path.dirname(os.path.abspath(target)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".logdoctor-", suffix=".part", dir=d)
-    os.close(fd)
-    return tmp, target
-
-
-def finish_output(tmp: str, target: str) -> None:
-    os.replace(tmp, target)
-
-
-def discard_output(tmp: str) -> None:
-    try:
-        os.unlink(tmp)
-    except OSError:
-        pass
+    """The row as it is written: path in its display form, text escaped (see paths.display_path)."""
+    d = asdict(row)
+    return {k: display_text(v) if isinstance(v, str) else v for k, v in d.items()}

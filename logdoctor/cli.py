@@ -1,26 +1,108 @@
 """The `logdoctor` command line.
 
 Exit codes (all commands): 0 no failure found / success, 1 failure diagnosed (explain, batch),
-2 usage or input error (a clear one-line message on stderr, never a traceback).
+2 usage or input error (a clear one-line message on stderr, never a traceback), 130 interrupted
+(SIGINT, Ctrl-C), 143 terminated (SIGTERM), 141 output pipe closed early (`| head`).
 """
 from __future__ import annotations
 
+import io
 import json
+import os
+import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from . import __version__
 from .events import Event
 from .ingest import InputError
+from .paths import OutputError, display_path, display_text
 
 EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
+EXIT_PIPE_CLOSED = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
 
 
 class UsageError(Exception):
     """Bad input that is the user's to fix; printed as one line, exit 2."""
+
+
+class Signalled(BaseException):
+    """SIGINT or SIGTERM reached the command. A BaseException, so `except Exception` (one bad file must
+    not end a batch) never swallows it; it unwinds every `finally` that removes temp files."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class PipeClosed(BaseException):
+    """stdout's reader went away. click would turn BrokenPipeError into exit 1; this passes it by."""
+
+
+class _Cli(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+
+class _ClosedStream(io.TextIOBase):
+    """Stands in for a standard stream whose descriptor was closed (`<&-`, `>&-`): says so when used."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def buffer(self) -> _ClosedStream:  # ingest reads sys.stdin.buffer
+        return self
+
+    def isatty(self) -> bool:
+        return False
+
+    def read(self, *_: Any) -> NoReturn:
+        raise InputError(f"<{self._name}>: {self._name} is closed")
+
+    peek = readline = read  # type: ignore[assignment]
+
+    def write(self, _: Any) -> NoReturn:
+        raise UsageError(f"{self._name} is closed: nothing can be written (redirect it, or use -o FILE)")
+
+    def flush(self) -> None:
+        pass
+
+
+def _guard_standard_streams() -> None:
+    """A closed fd 0/1/2 gets /dev/null, so no file opened later lands on it (and gets our output
+    or is read as stdin); the Python-level stream says it is closed when the command uses it."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            closed = getattr(sys, name) is None
+        except OSError:
+            nul = os.open(os.devnull, os.O_RDWR)
+            if nul != fd:
+                os.dup2(nul, fd)
+                os.close(nul)
+            closed = True
+        if closed:
+            setattr(sys, name, open(os.devnull, "w") if name == "stderr" else _ClosedStream(name))
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    # a second signal while cleaning up ends at once
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda n, _f: os._exit(128 + n))
+    raise Signalled(signum)
+
+
+def _install_signal_handlers() -> None:
+    for s, untouched in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(s) is untouched:  # keep an ignored SIGINT ignored (`nohup`, background jobs)
+            signal.signal(s, _on_signal)
 
 
 def _sources(logs: tuple[str, ...]) -> list[str]:
@@ -31,9 +113,14 @@ def _sources(logs: tuple[str, ...]) -> list[str]:
     return ["-"]
 
 
+def _label(source: str) -> str:
+    """How a source is named in reports (a file name may hold bytes a terminal would act on)."""
+    return "<stdin>" if source == "-" else display_path(source)
+
+
 def _require_content(run: Any, source: str) -> None:
     if run.line_count == 0:
-        raise UsageError(f"{'<stdin>' if source == '-' else source}: empty input, nothing to analyse")
+        raise UsageError(f"{_label(source)}: empty input, nothing to analyse")
 
 
 def _events(source: str) -> Iterator[Event]:
@@ -53,12 +140,13 @@ def _json_default(o: Any) -> Any:
     return str(o)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="logdoctor")
 def cli() -> None:
     """Read SGLang server logs and say why a launch failed.
 
-    Exit codes: 0 no failure, 1 failure diagnosed, 2 usage or input error.
+    Exit codes: 0 no failure, 1 failure diagnosed, 2 usage or input error, 130 / 143 interrupted
+    (SIGINT / SIGTERM), 141 output pipe closed.
     """
 
 
@@ -78,7 +166,7 @@ def parse_cmd(logs: tuple[str, ...], fmt: str, show_all: bool) -> None:
                 continue
             d = ev.to_dict()
             if len(logs) > 1:
-                d["source"] = source
+                d["source"] = display_path(source)
             if fmt == "jsonl":
                 out.write(_dump(d) + "\n")
             elif fmt == "json":
@@ -106,6 +194,7 @@ def summary_cmd(log: str | None, fmt: str) -> None:
     from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
     run = summarize_source(source)
+    run.source = _label(source)
     _require_content(run, source)
     if fmt == "json":
         click.echo(_dump(run.to_dict()))
@@ -127,6 +216,7 @@ def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None) -> 
     from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
     run = summarize_source(source)
+    run.source = _label(source)
     _require_content(run, source)
     analysis = analyse(run, mfs, bs)
     if fmt == "json":
@@ -168,7 +258,7 @@ def explain_cmd(log: str | None, fmt: str, rule_dirs: tuple[str, ...], exit_zero
     from .diagnose import diagnose_source
     rules = _load_rules(rule_dirs)
     source = _sources((log,) if log else ())[0]
-    report = diagnose_source(source, rules, "<stdin>" if source == "-" else source)
+    report = diagnose_source(source, rules, _label(source))
     _require_content(report.run, source)
     if fmt == "json":
         click.echo(_dump(report.to_dict()))
@@ -246,8 +336,8 @@ def rules_test(directory: str | None) -> int:
     from pathlib import Path
 
     from .resources import builtin_rules_dir
-    from .ruletest import run_examples
     from .rules import check_dir
+    from .ruletest import run_examples
     rules, problems = check_dir(Path(directory) if directory else builtin_rules_dir())
     for p in problems:
         click.echo(str(p))
@@ -264,38 +354,71 @@ def rules_test(directory: str | None) -> int:
     return EXIT_FAILURE_FOUND if failures else EXIT_OK
 
 
-from .cli_many import register as _register_many  # noqa: E402  (commands over many logs)
+from .cli_many import register as _register_many  # commands over many logs (import last: it imports cli)
 
 _register_many(cli, rules_group)
 
 
-def main() -> None:
+def _say(message: str) -> None:
+    """One line on stderr; the message may quote a file name, so it is escaped."""
+    try:
+        click.echo(f"logdoctor: {display_text(message)}", err=True)
+    except OSError:
+        pass  # stderr itself is gone: the exit code still tells
+
+
+def _silence_stdout() -> None:
+    """After the reader of stdout went away, let the interpreter's final flush go nowhere."""
+    try:
+        nul = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nul, sys.stdout.fileno())
+        os.close(nul)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+def _run() -> int:
     try:
         rv = cli.main(standalone_mode=False)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
     except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        click.echo("logdoctor: aborted", err=True)
-        sys.exit(EXIT_USAGE)
+        return e.exit_code
+    except click.exceptions.Abort:  # click's prompt on EOF; ours never prompt
+        _say("aborted")
+        return EXIT_USAGE
     except click.ClickException as e:
         e.show()
-        sys.exit(EXIT_USAGE)
-    except (InputError, UsageError) as e:
-        click.echo(f"logdoctor: {e}", err=True)
-        sys.exit(EXIT_USAGE)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(EXIT_OK)
-    except KeyboardInterrupt:
-        click.echo("logdoctor: interrupted", err=True)
-        sys.exit(130)
+        return EXIT_USAGE
+    except (InputError, UsageError, OutputError) as e:
+        _say(str(e))
+        return EXIT_USAGE
+    except (PipeClosed, BrokenPipeError):
+        _silence_stdout()
+        return EXIT_PIPE_CLOSED
+    except Signalled as e:
+        _say("interrupted" if e.signum == signal.SIGINT else "terminated")
+        return 128 + e.signum
+    except KeyboardInterrupt:  # SIGINT before the handler was installed, or as a library
+        _say("interrupted")
+        return 128 + signal.SIGINT
     except RecursionError:
-        click.echo("logdoctor: input too deeply nested to analyse", err=True)
-        sys.exit(EXIT_USAGE)
+        _say("input too deeply nested to analyse")
+        return EXIT_USAGE
     except Exception as e:  # never a traceback: say what failed in one line
-        click.echo(f"logdoctor: internal error: {type(e).__name__}: {e}", err=True)
-        sys.exit(EXIT_USAGE)
-    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+        _say(f"internal error: {type(e).__name__}: {e}")
+        return EXIT_USAGE
+    return rv if isinstance(rv, int) else EXIT_OK
+
+
+def main() -> None:
+    _guard_standard_streams()
+    _install_signal_handlers()
+    code = _run()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _silence_stdout()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -1,81 +1,127 @@
 """Commands over many logs: batch, runs, compare, clusters, rules new.
 
-`batch` / `runs` exit codes: 0 all logs read and none failed, 1 at least one failed launch diagnosed,
-2 a usage error or at least one file could not be read (every other file's row is still written).
+`batch` / `runs` / `clusters` exit codes: 0 all logs read and none failed, 1 at least one failed launch
+diagnosed (`batch`, `runs`), 2 a usage error or at least one file could not be read or ran over its time
+budget (every other file's row is still written). Outputs (`-o`, `--events`) are checked before any log
+is read, so a wrong destination costs nothing; see `paths.Destination` for how they are written.
 """
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
+from .batch import DEFAULT_TIMEOUT_S
+from .paths import Destination, OutputError, display_path
+
 EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
+EVENT_SCHEMA = ("path", "line", "rank", "ts", "kind", "fields")
 
 
 def _jobs(jobs: int | None) -> int:
-    return max(1, jobs or os.cpu_count() or 1)
+    from .workers import usable_cpus
+    return max(1, jobs or usable_cpus())
 
 
 def _progress(no_progress: bool) -> bool:
     return not no_progress and sys.stderr.isatty()
 
 
+def _destination(path: str | None) -> Destination | None:
+    """Check an output path before any work starts: `PATH: what is wrong`, exit 2."""
+    from .cli import UsageError
+    if path is None:
+        return None
+    try:
+        return Destination.check(path)
+    except OutputError as e:
+        raise UsageError(str(e)) from None
+
+
 def _collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | None, no_progress: bool,
-             want_run: bool, events_dir: str | None = None) -> tuple[list[Any], list[dict[str, Any]]]:
-    from .batch import discover, run_batch
+             want_run: bool, timeout: float, events: list[IO[bytes]] | None = None
+             ) -> tuple[list[Any], list[dict[str, Any]]]:
+    from .batch import BatchRow, discover_inputs, run_batch
     from .cli import UsageError, _load_rules
     if not paths:
         raise UsageError("no logs given: pass files, directories or globs")
-    _load_rules(rule_dirs)  # report a broken --rules DIR once, before any worker starts
-    files = list(discover(paths))
-    rows, runs = [], []
-    for row, run in run_batch(files, list(rule_dirs), _jobs(jobs), want_run, events_dir, _progress(no_progress)):
-        rows.append(row)
-        if run is not None:
-            runs.append(run)
+    rules = _load_rules(rule_dirs)  # a broken --rules DIR is reported once, before any worker starts
+    found = list(discover_inputs(paths))
+    files = [p for p, problem in found if problem is None]
+    rows: list[Any] = [BatchRow(p, error=problem) for p, problem in found if problem is not None]
+    runs: list[dict[str, Any]] = []
+    if not found:
+        click.echo(f"logdoctor: no logs found in {' '.join(display_path(p) for p in paths)}", err=True)
+    with closing(run_batch(files, list(rule_dirs), _jobs(jobs), want_run, events, _progress(no_progress),
+                           timeout, rules)) as results:
+        for row, run in results:
+            rows.append(row)
+            if run is not None:
+                runs.append(run)
     rows.sort(key=lambda r: r.path)
     runs.sort(key=lambda r: r["path"])
     return rows, runs
 
 
-def _emit(df: Any, fmt: str, output: str | None, footer: str | None = None) -> None:
-    from .batch import atomic_output, discard_output, finish_output
+def _emit(df: Any, fmt: str, dest: Destination | None, footer: str | None = None) -> None:
     from .tables import write
-    if output is None:
-        if fmt == "parquet":
-            from .cli import UsageError
-            raise UsageError("--format parquet needs -o FILE")
-        write(df, fmt, None, sys.stdout)
-        if footer and fmt == "table":
-            sys.stdout.write("\n" + footer + "\n")
+    if dest is None:
+        write(df, fmt, None, sys.stdout, footer)
         return
-    tmp, target = atomic_output(output)
-    try:
-        write(df, fmt, tmp, None)
-        if footer and fmt == "table":
-            with open(tmp, "a", encoding="utf-8") as f:
-                f.write("\n" + footer + "\n")
-        finish_output(tmp, target)
-    except BaseException:
-        discard_output(tmp)  # Ctrl-C or an error leaves no partial output file
-        raise
+    with dest.writing() as path:  # Ctrl-C or an error leaves no partial output file
+        write(df, fmt, path, None, footer)
+
+
+def _write_events(dest: Destination, files: list[IO[bytes]]) -> None:
+    import polars as pl
+
+    from .workers import scratch_path
+    schema = {"path": pl.Utf8, "line": pl.Int64, "rank": pl.Utf8, "ts": pl.Utf8, "kind": pl.Utf8, "fields": pl.Utf8}
+    for f in files:
+        f.flush()
+    parts = [scratch_path(f) for f in files if os.fstat(f.fileno()).st_size > 0]
+    with dest.writing() as path:
+        if parts:
+            pl.scan_ndjson(parts, schema=schema).sink_parquet(path)
+        else:
+            pl.DataFrame(schema=schema).write_parquet(path)
+
+
+def _check_outputs(fmt: str, output: str | None, events_out: str | None = None
+                   ) -> tuple[Destination | None, Destination | None]:
+    from .cli import UsageError
+    if fmt == "parquet" and output is None:
+        raise UsageError("--format parquet needs -o FILE")
+    dest, events_dest = _destination(output), _destination(events_out)
+    if dest and events_dest and dest.same_file(events_dest) and not dest.through:
+        raise UsageError(f"{display_path(events_out or '')}: --events names the same file as -o")
+    return dest, events_dest
 
 
 def register(cli: click.Group, rules_group: click.Group) -> None:
     fmt_opt = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]),
                            default="table", show_default=True)
-    out_opt = click.option("-o", "--output", metavar="FILE", help="Write here (atomically) instead of stdout.")
+    out_opt = click.option("-o", "--output", metavar="FILE",
+                           help="Write here instead of stdout (atomically; a symlink's target, FIFO or device "
+                                "is written through, an existing file keeps its mode).")
     jobs_opt = click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
-                            help="Worker processes (default: all cores).")
+                            help="Worker processes (default: the usable cores; never more than the files, "
+                                 "nor twice the cores).")
     prog_opt = click.option("--no-progress", is_flag=True, help="No progress bar (it is only shown on a terminal).")
     rules_opt = click.option("--rules", "rule_dirs", multiple=True, metavar="DIR")
+    timeout_opt = click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_S,
+                               show_default=True, metavar="SECONDS",
+                               help="Time budget per log; a log over it gets an error row and the rest "
+                                    "completes (0: no budget).")
 
     def many_logs(f: Any) -> Any:
         """The options `batch` and `runs` share."""
-        for opt in (rules_opt, prog_opt, jobs_opt, out_opt, fmt_opt):
+        for opt in (rules_opt, prog_opt, timeout_opt, jobs_opt, out_opt, fmt_opt):
             f = opt(f)
         return f
 
@@ -84,37 +130,26 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
     @many_logs
     @click.option("--events", "events_out", metavar="FILE.parquet", help="Also write every event of every log.")
     def batch_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
-                  rule_dirs: tuple[str, ...], events_out: str | None) -> int:
+                  rule_dirs: tuple[str, ...], timeout: float, events_out: str | None) -> int:
         """Diagnose every log under PATHS (files, directories, globs, .gz): one row per log."""
-        import shutil
-        import tempfile
-
-        from .batch import BatchRow, atomic_output, discard_output, finish_output, row_dict
-        from .tables import batch_summary, frame
-        events_dir = tempfile.mkdtemp(prefix="logdoctor-events-") if events_out else None
+        from .batch import BatchRow, row_dict
+        dest, events_dest = _check_outputs(fmt, output, events_out)
+        # events go to unlinked temp files (one per worker): nothing to clean up, even after SIGKILL
+        event_files: list[IO[bytes]] = []
         try:
-            rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, events_dir)
-            cols = list(BatchRow.__dataclass_fields__)
-            df = frame([row_dict(r) for r in rows], cols)
-            _emit(df, fmt, output, batch_summary(df))
-            if events_out and events_dir:
-                import polars as pl
-                parts = sorted(Path(events_dir).glob("*.jsonl"))
-                tmp, target = atomic_output(events_out)
-                try:
-                    schema = {"path": pl.Utf8, "line": pl.Int64, "rank": pl.Utf8, "ts": pl.Utf8, "kind": pl.Utf8,
-                              "fields": pl.Utf8}
-                    if parts:
-                        pl.scan_ndjson([str(p) for p in parts], schema=schema).sink_parquet(tmp)
-                    else:
-                        pl.DataFrame(schema=schema).write_parquet(tmp)
-                    finish_output(tmp, target)
-                except BaseException:
-                    discard_output(tmp)
-                    raise
+            rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, timeout,
+                               event_files if events_dest else None)
+            from .tables import (  # polars: only once the workers have forked
+                batch_summary,
+                frame,
+            )
+            df = frame([row_dict(r) for r in rows], list(BatchRow.__dataclass_fields__))
+            _emit(df, fmt, dest, batch_summary(df) if fmt == "table" else None)
+            if events_dest is not None:
+                _write_events(events_dest, event_files)
         finally:
-            if events_dir:
-                shutil.rmtree(events_dir, ignore_errors=True)
+            for f in event_files:
+                f.close()
         return _exit_code(rows)
 
     @cli.command("runs")
@@ -125,12 +160,14 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
     @click.option("--filter", "filters", multiple=True, metavar="COL=VALUE",
                   help="Keep rows where COL=VALUE (also != > < >= <= ~regex); repeatable.")
     def runs_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
-                 rule_dirs: tuple[str, ...], group_by: str | None, sort: str | None, filters: tuple[str, ...]) -> int:
+                 rule_dirs: tuple[str, ...], timeout: float, group_by: str | None, sort: str | None,
+                 filters: tuple[str, ...]) -> int:
         """One row per run: the run summary flattened (model, flags, memory, KV tokens, throughput, outcome)."""
         from .batch import RUN_COLUMNS
         from .cli import UsageError
+        dest, _ = _check_outputs(fmt, output)
+        rows, runs = _collect(paths, rule_dirs, jobs, no_progress, True, timeout)
         from .tables import apply_filters, apply_sort, frame, group_runs
-        rows, runs = _collect(paths, rule_dirs, jobs, no_progress, True)
         df = frame(runs, RUN_COLUMNS)
         try:
             df = apply_filters(df, filters)
@@ -140,10 +177,9 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         except ValueError as e:
             raise UsageError(str(e)) from None
         bad = [r for r in rows if r.error]
-        footer = "\n".join(f"unreadable: {r.path}: {r.error}" for r in bad) or None
-        _emit(df, fmt, output, footer)
-        for r in bad:
-            click.echo(f"logdoctor: {r.path}: {r.error}", err=True)
+        footer = "\n".join(f"unreadable: {display_path(r.path)}: {r.error}" for r in bad) or None
+        _emit(df, fmt, dest, footer if fmt == "table" else None)
+        _report_unreadable(bad)
         return _exit_code(rows)
 
     @cli.command("compare")
@@ -157,30 +193,34 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         from .compare import compare, comparison_text
         from .diagnose import diagnose_source
         rules = _load_rules(rule_dirs)
-        c = compare(diagnose_source(a, rules), diagnose_source(b, rules))
+        c = compare(diagnose_source(a, rules, display_path(a)), diagnose_source(b, rules, display_path(b)))
         click.echo(_dump(c.to_dict()) if fmt == "json" else comparison_text(c))
 
     @cli.command("clusters")
     @click.argument("paths", nargs=-1)
     @click.option("--all", "all_failures", is_flag=True, help="Cluster every failure, not only unexplained ones.")
     @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+    @timeout_opt
     @jobs_opt
     @prog_opt
     @rules_opt
-    def clusters_cmd(paths: tuple[str, ...], all_failures: bool, fmt: str, jobs: int | None, no_progress: bool,
-                     rule_dirs: tuple[str, ...]) -> None:
+    def clusters_cmd(paths: tuple[str, ...], all_failures: bool, fmt: str, timeout: float, jobs: int | None,
+                     no_progress: bool, rule_dirs: tuple[str, ...]) -> int:
         """Group failures no rule explains (category unknown; --all: every failure) by masked signature."""
         from .batch import BatchRow
         from .cli import _dump
         from .clusters import cluster, clusters_text
-        rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False)
+        rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, timeout)
         # the decisive line, not the rule title, is what identifies an unexplained failure
-        items = [{"path": r.path, "line": r.evidence_line, "kind": r.rule,
+        items = [{"path": display_path(r.path), "line": r.evidence_line, "kind": r.rule,
                   "text": _evidence_text(r.path, r.evidence_line) or r.title or ""}
                  for r in rows if isinstance(r, BatchRow) and r.verdict == "failed"
                  and (all_failures or r.category == "unknown")]
         cl = cluster(items)
         click.echo(_dump([c.to_dict() for c in cl]) if fmt == "json" else clusters_text(cl))
+        bad = [r for r in rows if r.error]
+        _report_unreadable(bad)
+        return EXIT_USAGE if bad else EXIT_OK
 
     @rules_group.command("new")
     @click.option("--from", "source", required=True, metavar="LOG[:LINE]",
@@ -193,6 +233,7 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         from .clusters import rule_skeleton, signature
         from .diagnose import diagnose_source
         from .parse import parse_source
+        dest = _destination(output)
         path, line = _split_source(source)
         events = list(parse_source(path))
         if line is None:
@@ -206,13 +247,34 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         rid = rule_id or next(f"UNK{n}" for n in range(900, 1000) if f"UNK{n}" not in used)
         name = output and Path(output).stem or ("new-" + "-".join(signature(text).lower().split()[:4]))
         name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name).strip("-")[:60] or "new-rule"
-        skeleton = rule_skeleton(rid, name, kind, field_name, text, path)
-        if output:
-            Path(output).write_text(skeleton, encoding="utf-8")
-            click.echo(f"wrote {output}: edit category/explanation/remedy, add a quiet example, then "
-                       f"'logdoctor rules check {Path(output).parent}'", err=True)
+        example = _example_path(path, output)
+        if os.path.isabs(example):
+            click.echo(f"logdoctor: {display_path(path)} is outside the rules' parent directory: copy it there and "
+                       f"fix examples.fires (rule files name examples by relative paths)", err=True)
+        skeleton = rule_skeleton(rid, name, kind, field_name, text, example)
+        if output and dest:
+            with dest.writing() as written:
+                Path(written).write_text(skeleton, encoding="utf-8")
+            click.echo(f"wrote {display_path(output)}: edit category/explanation/remedy, add a quiet example, then "
+                       f"'logdoctor rules check {shlex.quote(display_path(Path(output).parent))}'", err=True)
         else:
             click.echo(skeleton, nl=False)
+
+
+def _example_path(log: str, rule_file: str | None) -> str:
+    """The example log as rule files name it: relative to the rules root's parent (the directory above
+    the nearest `rules/` or schema-holding directory), without '..'; absolute when it is not below it."""
+    start = Path(rule_file).resolve().parent if rule_file else Path.cwd()
+    base = next((p.parent for p in (start, *start.parents) if p.name == "rules" or (p / "schema.json").exists()),
+                start)
+    resolved = Path(log).resolve()
+    rel = os.path.relpath(resolved, base)
+    return str(resolved) if rel == ".." or rel.startswith(".." + os.sep) else rel
+
+
+def _report_unreadable(bad: list[Any]) -> None:
+    for r in bad:
+        click.echo(f"logdoctor: {display_path(r.path)}: {r.error}", err=True)
 
 
 def _exit_code(rows: list[Any]) -> int:

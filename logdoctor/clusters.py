@@ -7,10 +7,13 @@ greedily with rapidfuzz (token-set similarity against each cluster's first signa
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from rapidfuzz import fuzz, process
+
+from .paths import display_text
 
 _MASKS = [
     (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
@@ -66,18 +69,19 @@ def cluster(items: list[dict[str, Any]], threshold: float = SIMILARITY) -> list[
 
 
 def clusters_text(clusters: list[Cluster]) -> str:
+    """Paths arrive in their display form; log text is escaped here (a terminal must not act on it)."""
     if not clusters:
         return "no failures to cluster"
     out = []
     for i, c in enumerate(clusters, 1):
         out.append(f"#{i}  {c.count} failure(s) in {len(c.files)} file(s)   [{c.kind}]")
-        out.append(f"    signature: {c.signature}")
-        out.append(f"    example:   {c.example_file}:{c.example_line}: {c.example}")
+        out.append(f"    signature: {display_text(c.signature)}")
+        out.append(f"    example:   {c.example_file}:{c.example_line}: {display_text(c.example)}")
         for f in c.files[:5]:
             out.append(f"      {f}")
         if len(c.files) > 5:
             out.append(f"      … and {len(c.files) - 5} more")
-        out.append(f"    next: logdoctor rules new --from {c.example_file}:{c.example_line}")
+        out.append(f"    next: logdoctor rules new --from {shlex.quote(f'{c.example_file}:{c.example_line}')}")
     return "\n".join(out)
 
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Union
 
+MAX_DEPTH = 50
 _TOKEN = re.compile(r"\s*(\(|\)|[A-Za-z_][A-Za-z0-9_]*\*?|\d+|\S)")
 
 
@@ -51,8 +52,6 @@ def parse_condition(text: str, names: set[str]) -> Node:
         return tokens[pos - 1]
 
     def expr(depth: int = 0) -> Node:
-        if depth > 50:
-            raise ValueError("nested too deeply")
         args = [term(depth)]
         while peek() == "or":
             take()
@@ -67,6 +66,8 @@ def parse_condition(text: str, names: set[str]) -> Node:
         return args[0] if len(args) == 1 else BoolOp("and", tuple(args))
 
     def factor(depth: int) -> Node:
+        if depth > MAX_DEPTH:  # `(((…)))` and `not not …` alike: parsing and evaluating both recurse
+            raise ValueError("nested too deeply")
         t = take()
         if t == "not":
             return Not(factor(depth + 1))

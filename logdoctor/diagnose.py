@@ -63,7 +63,9 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
         if not _is_fatal(d) or (ready_line is not None and d.position <= ready_line):
             return False
         block_end = max([d.position] + [e.end_line or e.line for e in d.evidence if e.line == d.position])
-        return not (ready_line is not None and serving_until > block_end + SERVING_MARGIN)
+        # v0.1 servers print no ready line: batches after the block show the server went on just the same
+        serving = ready_line is not None or bool(run.batches.get("count"))
+        return not (serving and serving_until > block_end + SERVING_MARGIN)
 
     # catch-alls (`unknown`) say "the cause is not in this log": noise once a specific rule names one
     if any(counts(d) and d.category != "unknown" for d in diags):

@@ -4,10 +4,16 @@ Rules never see raw lines: a selection matches event kinds, event fields (equals
 substring), a fuzzy text match (rapidfuzz, the score feeds the confidence), or run-summary fields.
 Every event also exposes `stage` (the launch stage the log had reached when it was printed), `line`,
 `rank`, `ranks`, `text` and `kind` as pseudo-fields.
+
+User rules (`--rules DIR`) are data from someone else, and a regex can still be slow: their cost is
+counted at load (rule_cost.py), and all user rules together get `USER_RULES_TIME_BUDGET` seconds of
+matching per log, after which the log is an input error naming the slowest rule. RE2 is linear, but a
+DFA-hostile pattern (`a.{0,300}zq` on text full of `a`) costs ~4 ns per instruction per character,
+which no load-time limit that still admits useful rules can rule out.
 """
 from __future__ import annotations
 
-import re
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,7 +22,9 @@ from typing import Any
 from .condition import evaluate, positive_names
 from .events import Event
 from .rules import Rule, Selection
+from .sniff import InputError
 from .summary import Run, RunBuilder
+from .templates import lookup, render  # noqa: F401  (diagnose fills templates via engine.render)
 
 PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
                       "graph_capture_progress"})
@@ -24,6 +32,7 @@ MAX_KEPT_EVENTS = 100_000
 CHATTY_KEPT = 1_000
 MAX_TEXT = 4_096
 MAX_EVIDENCE = 8
+USER_RULES_TIME_BUDGET = 10.0        # seconds of matching per log for all user rules together
 _STAGE_OF_KIND = {
     "dist_init_begin": "init", "nccl_version": "init", "dist_init_end": "init", "weight_load_begin": "weights", "kv_cache_allocated": "kv_pool",
     "memory_pool_end": "kv_pool", "graph_capture_begin": "graph_capture", "uvicorn_started": "warmup",
@@ -135,16 +144,7 @@ def _lookup(ev: Event, stage: str, path: str) -> Any:
     return _lookup_dict(ev.fields, path)
 
 
-def _lookup_dict(d: dict[str, Any], path: str) -> Any:
-    cur: Any = d
-    for part in path.split("."):
-        if isinstance(cur, dict):
-            cur = cur.get(part)
-        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-            cur = cur[int(part)]
-        else:
-            return None
-    return cur
+_lookup_dict = lookup  # dict / list steps only, shared with the templates
 
 
 def match_value(value: Any, m: Any) -> bool:
@@ -155,7 +155,7 @@ def match_value(value: Any, m: Any) -> bool:
             return float(value) == float(m)
         return str(value) == str(m) if value is not None else False
     for op, arg in m.items():
-        if op in ("_rx", "_lits"):
+        if op.startswith("_"):  # compiled helpers: _rx, _lits
             continue
         if op == "exists":
             if (value is not None) != bool(arg):
@@ -213,7 +213,41 @@ class SelectionResult:
     truth: bool = False
 
 
-def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any]) -> SelectionResult:
+class RulesTooSlow(InputError):
+    """User rules spent their time budget on one log (a batch row error; exit 2 for explain)."""
+
+
+class UserRuleClock:
+    """Time spent by user rules on one log, checked between events (RE2 searches cannot be interrupted)."""
+
+    def __init__(self, budget: float | None = None) -> None:
+        self.budget = USER_RULES_TIME_BUDGET if budget is None else budget
+        self.spent: dict[str, float] = {}
+        self.paths: dict[str, str] = {}
+        self.rule: Rule | None = None
+        self.started = self.before = 0.0
+
+    def start(self, rule: Rule) -> None:
+        self.rule, self.started, self.before = rule, time.monotonic(), sum(self.spent.values())
+        self.paths[rule.id] = str(rule.path)
+
+    def stop(self) -> None:
+        if self.rule is not None:
+            self.spent[self.rule.id] = self.spent.get(self.rule.id, 0.0) + time.monotonic() - self.started
+            self.rule = None
+
+    def check(self) -> None:
+        if self.rule is None or self.before + time.monotonic() - self.started <= self.budget:
+            return
+        self.stop()
+        slowest = max(self.spent, key=lambda k: self.spent[k])
+        raise RulesTooSlow(f"rule {slowest} ({self.paths[slowest]}) took {self.spent[slowest]:.1f} s of the "
+                           f"{self.budget:g} s that user rules may spend matching one log; make its regexes "
+                           "simpler (bound wide repetitions such as .{0,300})")
+
+
+def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any],
+            clock: UserRuleClock | None = None) -> SelectionResult:
     if sel.run is not None and sel.kinds is None and not sel.where and not sel.fuzzy and not sel.any_of:
         ok = all(match_value(_lookup_dict(run_dict, k), m) for k, m in sel.run.items())
         return SelectionResult([], 100.0, ok)
@@ -225,6 +259,8 @@ def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any]) -> Sele
     alternatives = [list(alt.items()) for alt in sel.any_of]
     events, stages = index.events, index.stages
     for i in index.candidates(sel.kinds):
+        if clock is not None:
+            clock.check()
         ev, stage = events[i], stages[i]
         if where and not _all_match(ev, stage, where):
             continue
@@ -273,8 +309,17 @@ def _order_filter(results: dict[str, SelectionResult], rule: Rule, index: EventI
             res.truth = bool(res.events)
 
 
-def evaluate_rule(rule: Rule, index: EventIndex, run: Run, run_dict: dict[str, Any]) -> Diagnosis | None:
-    results = {name: _select(sel, index, run_dict) for name, sel in rule.selections.items()}
+def evaluate_rule(rule: Rule, index: EventIndex, run: Run, run_dict: dict[str, Any],
+                  clock: UserRuleClock | None = None) -> Diagnosis | None:
+    """One rule over one log; a user rule (not built in) runs against `clock` when one is given."""
+    if clock is not None and not rule.builtin:
+        clock.start(rule)
+        try:
+            results = {name: _select(sel, index, run_dict, clock) for name, sel in rule.selections.items()}
+        finally:
+            clock.stop()
+    else:
+        results = {name: _select(sel, index, run_dict) for name, sel in rule.selections.items()}
     _order_filter(results, rule, index)
     truth = {name: r.truth for name, r in results.items()}
     if not evaluate(rule.condition, truth):
@@ -331,7 +376,8 @@ def _evidence_text(ev: Event) -> str:
 
 def evaluate_all(rules: list[Rule], index: EventIndex, run: Run) -> list[Diagnosis]:
     run_dict = run.to_dict()
-    return [d for rule in rules if (d := evaluate_rule(rule, index, run, run_dict)) is not None]
+    clock = UserRuleClock()
+    return [d for rule in rules if (d := evaluate_rule(rule, index, run, run_dict, clock)) is not None]
 
 
 def index_and_fold(events: Iterable[Event], builder: RunBuilder) -> EventIndex:
@@ -345,45 +391,3 @@ def index_and_fold(events: Iterable[Event], builder: RunBuilder) -> EventIndex:
         builder.finish(last)
     return EventIndex(tee())
 
-
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.]*)(?::([^{}]*))?\}")
-
-
-_OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
-
-
-def render(template: str, values: dict[str, Any]) -> str:
-    """`{name}` / `{a.b:.2f}` from plain dict lookups only (no attribute access, no code).
-
-    `[[ ... ]]` marks an optional part: it is dropped when a placeholder inside it has no value, so a
-    sentence about numbers the log does not contain disappears instead of reading "? GiB".
-    """
-    def optional(m: re.Match[str]) -> str:
-        inner = m.group(1)
-        for ph in _PLACEHOLDER.finditer(inner):
-            if ph.group(1) and _lookup_dict(values, ph.group(1)) is None:
-                return ""
-        return inner
-
-    template = _OPTIONAL.sub(optional, template)
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "{{":
-            return "{"
-        if m.group(0) == "}}":
-            return "}"
-        v = _lookup_dict(values, m.group(1))
-        spec = m.group(2)
-        if v is None:
-            return "?"
-        if spec:
-            try:
-                return format(v, spec)
-            except (ValueError, TypeError):
-                return str(v)
-        if isinstance(v, float):
-            return f"{v:g}"
-        if isinstance(v, list):
-            return ", ".join(str(x) for x in v)
-        return str(v)
-    return " ".join(_PLACEHOLDER.sub(sub, template).split())

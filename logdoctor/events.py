@@ -10,6 +10,56 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# What one event may keep, whatever the input: a log line can be 1 MiB and the engine keeps up to
+# 100k events, so text and fields are cut here (with CUT_MARK) rather than trusted to be short.
+MAX_TEXT_CHARS = 8192            # Event.text and every string field
+MAX_ARGS_CHARS = 65536           # the `rest` of a server_args line (real ones are ~15 KB)
+MAX_LIST_ITEMS = 512             # items of a list field (frames, batch sizes, chain links)
+MAX_FIELD_KEYS = 256             # keys of a dict field (tolerant bags)
+MAX_DEPTH = 6                    # nesting of lists / dicts inside fields
+CUT_MARK = " …[cut]"
+
+
+def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """text, or its first `limit` characters followed by CUT_MARK."""
+    return text if len(text) <= limit else text[:limit] + CUT_MARK
+
+
+def bounded(value: Any, depth: int = 0) -> Any:
+    """A field value cut to the limits above; scalars other than str pass through unchanged."""
+    if isinstance(value, str):
+        return clip(value)
+    if isinstance(value, list):
+        if depth >= MAX_DEPTH:
+            return []
+        return [bounded(v, depth + 1) for v in value[:MAX_LIST_ITEMS]]
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return {}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if len(out) >= MAX_FIELD_KEYS:
+                break
+            out[k] = bounded(v, depth + 1)
+        return out
+    return value
+
+
+def bound_event(ev: Event) -> Event:
+    """Cut what `ev` keeps to the limits above (in place); returns it."""
+    if len(ev.text) > MAX_TEXT_CHARS:
+        ev.text = clip(ev.text)
+    f = ev.fields
+    for k, v in f.items():
+        if isinstance(v, str):
+            if len(v) > MAX_TEXT_CHARS:
+                f[k] = clip(v, MAX_ARGS_CHARS if (k == "rest" and ev.kind == "server_args") else MAX_TEXT_CHARS)
+        elif isinstance(v, (list, dict)):
+            f[k] = bounded(v, 1)
+    if len(f) > MAX_FIELD_KEYS:
+        ev.fields = dict(list(f.items())[:MAX_FIELD_KEYS])
+    return ev
+
 
 @dataclass(slots=True)
 class Event:

@@ -2,23 +2,30 @@
 
 The lark transformer hands over a bag of `key=value` pairs plus positional NUMBER / WORD / REST
 tokens; each finisher turns that into the fields `events.KINDS` documents for its kind.
+
+Every pattern here is bounded (`{1,N}` numerals, a guard before a leading class) so that a hostile
+line is read in linear time; numbers go through values.to_int / to_float, which refuse what no log
+means (5000 digits, `1e999`).
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from .values import LIST, convert, list_value, normalize_key
+from .values import LIST, convert, list_value, normalize_key, to_float, to_int
 
 Fields = dict[str, Any]
 
 
 def _flt(text: str) -> float | None:
-    """A float from a regex capture that may be malformed in a damaged log (`2..5`)."""
-    try:
-        return float(text.rstrip(".)"))
-    except ValueError:
-        return None
+    """A float from a regex capture that may be malformed in a damaged log (`2..5`, `1e999`)."""
+    return to_float(text.rstrip(".)"))
+
+
+_INT = r"(\d{1,18})(?!\d)"              # an int a log can mean; longer runs do not match at all
+_SINT = r"(-?\d{1,18})(?!\d)"
+_DEC = r"(-?[\d.]{1,32})(?![\d.])"      # a decimal as printed, possibly damaged (`2..5`): _flt decides
+_UDEC = r"([\d.]{1,32})(?![\d.])"
 
 def finish(kind: str, f: Fields, body: str) -> Fields:
     nums = f.pop("numbers", [])
@@ -39,7 +46,7 @@ def _fx_kv_dtype(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
     f["dtype"] = words[0] if words else None
 
 
-_QUANT_ITEM = re.compile(r"type=[^,]+, ([^=,]+), avail mem=")
+_QUANT_ITEM = re.compile(r"(?<![^\s(,])type=[^,=]{1,256}, ([^=,]{1,256}), avail mem=")
 
 
 def _fx_weight_end(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -79,10 +86,13 @@ def _fx_attention(f: Fields, nums: list[Any], words: list[str], anchor: str, res
         f.pop("rest", None)
 
 
+_GRAPH_ROLE = re.compile(r"Capture (target|draft) (decode|verify|prefill) CUDA")
+
+
 def _fx_graph_begin(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     f["piecewise"] = "piecewise" in body.split(".", 1)[0]
     f["draft"] = body.startswith("Capture draft")
-    m = re.match(r"Capture (target|draft) (decode|verify|prefill) CUDA", body)
+    m = _GRAPH_ROLE.match(body)
     if m:
         f["role"], f["phase"] = m.group(1), m.group(2)
     if "bs" in f and isinstance(f["bs"], list):
@@ -110,17 +120,17 @@ def _fx_graph_progress(f: Fields, nums: list[Any], words: list[str], anchor: str
     f.pop("rest", None)
 
 
-_PCT = re.compile(r"(\d+)%")
-_COUNT = re.compile(r"(\d+)/(\d+)")
+_PCT = re.compile(r"(?<!\d)" + _INT + "%")
+_COUNT = re.compile(r"(?<!\d)" + _INT + "/" + _INT)
 
 
 def _progress_numbers(f: Fields, text: str) -> None:
     m = _PCT.search(text)
     if m:
-        f["percent"] = int(m.group(1))
+        f["percent"] = to_int(m.group(1))
     m = _COUNT.search(text)
     if m:
-        f["done"], f["total"] = int(m.group(1)), int(m.group(2))
+        f["done"], f["total"] = to_int(m.group(1)), to_int(m.group(2))
 
 
 def _fx_checkpoint(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -136,11 +146,19 @@ def _fx_uvicorn_started(f: Fields, nums: list[Any], words: list[str], anchor: st
     f["pid"] = nums[0] if nums else None
 
 
+_URL = re.compile(r"(\w{1,32})://([^\s:\[]{1,256}|\[[^\]]{1,256}\]):" + _INT)
+
+
 def _fx_uvicorn_running(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
-    m = re.match(r"(\w+)://([^\s:]+|\[[^\]]+\]):(\d+)", rest)
+    m = _URL.match(rest)
     if m:
-        f["scheme"], f["host"], f["port"] = m.group(1), m.group(2), int(m.group(3))
+        f["scheme"], f["host"], f["port"] = m.group(1), m.group(2), to_int(m.group(3))
     f.pop("rest", None)
+
+
+_MFS_FLAG = re.compile(r"mem-fraction-static=" + _DEC)
+_MFS_ABOVE = re.compile(r"above " + _DEC)
+_MFS_VIABLE = re.compile(r"available/pre = " + _DEC)
 
 
 def _fx_mfs_message(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -148,13 +166,13 @@ def _fx_mfs_message(f: Fields, nums: list[Any], words: list[str], anchor: str, r
         if k.endswith("mem_fraction_static") and k != "mem_fraction_static":
             f["mem_fraction_static"] = f.pop(k)
     if "mem_fraction_static" not in f:
-        m = re.search(r"mem-fraction-static=(-?[\d.]+)", body)
+        m = _MFS_FLAG.search(body)
         if m:
             f["mem_fraction_static"] = _flt(m.group(1))
-    m = re.search(r"above (-?[\d.]+)", body)
+    m = _MFS_ABOVE.search(body)
     if m:
         f["minimum"] = _flt(m.group(1))
-    m = re.search(r"available/pre = (-?[\d.]+)", body)
+    m = _MFS_VIABLE.search(body)
     if m:
         f["viable"] = _flt(m.group(1))
 
@@ -176,15 +194,22 @@ def _fx_rank_load(f: Fields, nums: list[Any], words: list[str], anchor: str, res
     f["tp_rank"] = nums[0] if nums else None
 
 
+TRY_TOKENS = re.compile(r"Try to allocate (\d{1,18}) tokens")
+AVAILABLE_TOKENS = re.compile(r"Avail?able tokens: " + _INT)
+
+
 def _fx_batch_oom(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     f["phase"] = body.split(" ", 1)[0].lower()
-    m = re.search(r"Try to allocate (\d+) tokens", body)
+    m = TRY_TOKENS.search(body)
     if m:
-        f["tokens"] = int(m.group(1))
+        f["tokens"] = to_int(m.group(1))
+
+
+_HOST_MEM = re.compile(r"Requesting ([\d.]{1,32}) GB but only have ([\d.]{1,32}) GB")
 
 
 def _fx_host_mem(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
-    m = re.search(r"Requesting ([\d.]+) GB but only have ([\d.]+) GB", body)
+    m = _HOST_MEM.search(body)
     if m:
         f["requested_gb"], f["free_gb"] = _flt(m.group(1)), _flt(m.group(2))
 
@@ -193,10 +218,13 @@ def _fx_host_alloc(f: Fields, nums: list[Any], words: list[str], anchor: str, re
     f["gb"] = nums[0] if nums else None
 
 
+_MFS_FROM_TO = re.compile(r"from: ([\d.]{1,32}) to: " + _UDEC)
+
+
 def _fx_mfs_reduced(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     if nums:
         f["mem_fraction_static"] = nums[0]
-    m = re.search(r"from: ([\d.]+) to: ([\d.]+)", body)
+    m = _MFS_FROM_TO.search(body)
     if m:
         f["from"], f["to"] = _flt(m.group(1)), _flt(m.group(2))
         f["mem_fraction_static"] = f["to"]
@@ -234,28 +262,45 @@ def _fx_nccl_watchdog(f: Fields, nums: list[Any], words: list[str], anchor: str,
     f.pop("rank_tag", None)
 
 
-_WORK = re.compile(r"SeqNum=(\d+).*?OpType=(\w+).*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
+# `WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=…, NumelOut=…, Timeout(ms)=600000) ran for 600047
+# milliseconds`. One regex with `SeqNum=.*?OpType=.*?Timeout` was cubic on a long run of `SeqNum=1, `;
+# instead the literal tail is found first and the head is read within the WORK_SPAN characters before it.
+_WORK_TAIL = re.compile(r"Timeout\(ms\)=" + _INT + r"\) ran for " + _INT + " milliseconds")
+_WORK_HEAD = re.compile(r"SeqNum=" + _INT + r", OpType=(\w{1,64})")
+WORK_SPAN = 512
 
 
 def nccl_watchdog_fields(text: str) -> Fields:
-    m = _WORK.search(text)
-    if not m:
+    tail = _WORK_TAIL.search(text)
+    if not tail:
         return {}
-    return {"seq": int(m.group(1)), "op_type": m.group(2), "timeout_ms": int(m.group(3)),
-            "elapsed_ms": int(m.group(4))}
+    start = text.rfind("SeqNum=", max(0, tail.start() - WORK_SPAN), tail.start())
+    head = _WORK_HEAD.match(text, start) if start >= 0 else None
+    if not head:
+        return {}
+    return {"seq": to_int(head.group(1)), "op_type": head.group(2), "timeout_ms": to_int(tail.group(1)),
+            "elapsed_ms": to_int(tail.group(2))}
+
+
+_PROCESS_NAME = re.compile(r"(?:Exception in )?(\w{1,128})")
 
 
 def _fx_process_exception(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
-    m = re.match(r"(?:Exception in )?(\w+)", body)
+    m = _PROCESS_NAME.match(body)
     f["process"] = m.group(1) if m else None
+
+
+_EXIT_CODE = re.compile(r"exit code: " + _SINT)
+_EXIT_CODE_LOOSE = re.compile(r"exit ?code[ =]" + _SINT)
+_PID = re.compile(r"pid=" + _INT)
 
 
 def _fx_scheduler_dead(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     f["rank"] = nums[0] if nums else None
     if "exit_code" not in f:
-        m = re.search(r"exit code: (-?\d+)", body)
+        m = _EXIT_CODE.search(body)
         if m:
-            f["exit_code"] = int(m.group(1))
+            f["exit_code"] = to_int(m.group(1))
 
 
 def _fx_exit_code(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -268,21 +313,24 @@ def _fx_child(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: s
     elif body.startswith("Subprocess") and len(nums) >= 2:
         f["name"], f["pid"], f["exit_code"] = (words[0] if words else None), nums[0], nums[1]
     else:
-        m = re.search(r"exit ?code[ =](-?\d+)", body)
+        m = _EXIT_CODE_LOOSE.search(body)
         if m:
-            f["exit_code"] = int(m.group(1))
-        m = re.search(r"pid=(\d+)", body)
+            f["exit_code"] = to_int(m.group(1))
+        m = _PID.search(body)
         if m:
-            f["pid"] = int(m.group(1))
+            f["pid"] = to_int(m.group(1))
         f.pop("with_an_exit_code", None)
+
+
+_PORT = re.compile(r"port=" + _INT + r"|'[^']{0,256}', " + _INT + r"\)")
 
 
 def _fx_port(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     f["port_name"] = f.pop("port_name", None) or "port"
     f["port"] = nums[0] if nums else None
-    m = re.search(r"port=(\d+)|'[^']*', (\d+)\)", body)
+    m = _PORT.search(body)
     if f["port"] is None and m:
-        f["port"] = int(m.group(1) or m.group(2))
+        f["port"] = to_int(m.group(1) or m.group(2))
 
 
 def _fx_init_failed(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -300,8 +348,11 @@ def _fx_model_import(f: Fields, nums: list[Any], words: list[str], anchor: str, 
     f["error"] = f.pop("rest", "")
 
 
+_LAST_SECONDS = re.compile(r"last (\d{1,18}(?:\.\d{1,12})?) seconds")
+
+
 def _fx_health(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
-    m = re.search(r"last (\d+(?:\.\d+)?) seconds", body)
+    m = _LAST_SECONDS.search(body)
     if m:
         f["seconds"] = _flt(m.group(1))
 
@@ -310,37 +361,51 @@ def _fx_nccl_lib(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
     f["path"] = rest.split(" ", 1)[0] if rest else None
 
 
+_RATIO = re.compile(r"new_token_ratio: ([\d.]{1,32}) -> " + _UDEC)
+
+
 def _fx_retract(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
-    m = re.search(r"new_token_ratio: ([\d.]+) -> ([\d.]+)", body)
+    m = _RATIO.search(body)
     if m:
         f["new_token_ratio_from"], f["new_token_ratio_to"] = _flt(m.group(1)), _flt(m.group(2))
         f.pop("new_token_ratio", None)
+
+
+_NUM_REQS = re.compile(r"num_reqs=" + _INT)
 
 
 def _fx_req_slots(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     for k in list(f):
         if k.endswith("available_size"):
             f["available"] = f.pop(k)
-    m = re.search(r"num_reqs=(\d+)", body)
+    m = _NUM_REQS.search(body)
     if m:
-        f["num_reqs"] = int(m.group(1))
+        f["num_reqs"] = to_int(m.group(1))
+
+
+_HYBRID = (("max_mamba_cache_size", re.compile(r"max_mamba_cache_size=" + _INT)),
+           ("total_rest_memory_gb", re.compile(r"total_rest_memory=" + _UDEC)),
+           ("mamba_cache_per_req_mib", re.compile(r"mamba_cache_per_req=" + _UDEC)),
+           ("max_num_reqs", re.compile(r"max_num_reqs=" + _INT)))
 
 
 def _fx_hybrid(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
     f.clear()
-    for key, rx in (("max_mamba_cache_size", r"max_mamba_cache_size=(\d+)"),
-                    ("total_rest_memory_gb", r"total_rest_memory=([\d.]+)"),
-                    ("mamba_cache_per_req_mib", r"mamba_cache_per_req=([\d.]+)"),
-                    ("max_num_reqs", r"max_num_reqs=(\d+)")):
-        m = re.search(rx, body)
+    for key, rx in _HYBRID:
+        m = rx.search(body)
         if m:
             f[key] = convert(m.group(1))
 
 
+_SWA_CAP = re.compile(r"\(" + _INT + r" tokens, ([\d.]{1,32}) GiB\)")
+_SWA_AVAILABLE = re.compile(r"available ([\d.]{1,32}) GiB")
+
+
 def _fx_swa(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
-    m = re.search(r"\((\d+) tokens, ([\d.]+) GiB\).*?available ([\d.]+) GiB", body)
-    if m:
-        f.update({"cap_tokens": int(m.group(1)), "cap_gib": _flt(m.group(2)), "available_gib": _flt(m.group(3))})
+    m = _SWA_CAP.search(body)
+    avail = _SWA_AVAILABLE.search(body, m.end()) if m else None  # two searches: `.*?` between them was quadratic
+    if m and avail:
+        f.update({"cap_tokens": to_int(m.group(1)), "cap_gib": _flt(m.group(2)), "available_gib": _flt(avail.group(1))})
     f.pop("rest", None)
 
 

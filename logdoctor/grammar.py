@@ -16,7 +16,7 @@ from lark.lexer import PatternRE, PatternStr
 
 from .finishers import finish
 from .resources import grammar_path
-from .values import convert, extract_pairs, normalize_key
+from .values import convert, extract_pairs, normalize_key, to_float, to_int
 
 Fields = dict[str, Any]
 
@@ -24,9 +24,11 @@ Fields = dict[str, Any]
 # the fast path for periodic batch lines (B01-B14)
 
 _BATCH_HEAD = re.compile(
-    r"(?:(?P<kind>Prefill|Decode) batch(?:\s*\[\d+\])?(?:\(mixed #running-req: (?P<mixed>\d+)\))?[.,]?\s+"
-    r"|(?P<old>new fill batch\.\s+)|(?=#running-req: \d+, #token: ))"
+    r"(?:(?P<kind>Prefill|Decode) batch(?:[ \t]{0,8}\[\d{1,9}\])?(?:\(mixed #running-req: (?P<mixed>\d{1,18})\))?"
+    r"[.,]?\s+|(?P<old>new fill batch\.\s+)|(?=#running-req: \d+, #token: ))"
 )
+_BATCH_MAX_KEYS = 64         # fields kept from one batch line (real ones have about ten)
+_BATCH_KEYS_CACHE = 1024     # distinct keys remembered: a hostile log must not grow the cache forever
 
 
 def parse_batch(body: str) -> tuple[str, Fields] | None:
@@ -41,21 +43,25 @@ def parse_batch(body: str) -> tuple[str, Fields] | None:
     sep = ". " if m.group("old") else ", "
     fields: Fields = {}
     if m.group("mixed"):
-        fields["mixed_running_req"] = int(m.group("mixed"))
-    for part in rest.split(sep):
+        fields["mixed_running_req"] = to_int(m.group("mixed"))
+    for part in rest.split(sep, _BATCH_MAX_KEYS * 2):
         key, colon, value = part.partition(": ")
         if not colon:
             continue
+        if len(fields) >= _BATCH_MAX_KEYS:
+            break
         k = _BATCH_KEYS.get(key)
         if k is None:
-            k = _BATCH_KEYS[key] = normalize_key(key)
+            k = normalize_key(key)
+            if len(_BATCH_KEYS) < _BATCH_KEYS_CACHE:
+                _BATCH_KEYS[key] = k
         v = value.rstrip(",. %")
         if v[:1].isdigit() or v[:1] == "-":
-            try:
-                fields[k] = float(v) if "." in v else int(v)
+            # the common case first; to_int/to_float refuse what no log means (5000 digits, 1e999)
+            num = to_float(v) if "." in v else to_int(v)
+            if num is not None:
+                fields[k] = num
                 continue
-            except ValueError:
-                pass
         fields[k] = convert(v)
     return kind, fields
 
@@ -92,7 +98,8 @@ class _ToFields(Transformer[Token, Any]):
             elif isinstance(c, Token):
                 t = c.type
                 if t == "NUMBER":
-                    numbers.append(convert(c))
+                    n = convert(c)
+                    numbers.append(None if isinstance(n, str) else n)  # a numeral no log means: unknown
                 elif t == "REST":
                     fields["rest"] = str(c).strip()
                 elif t == "WORD":

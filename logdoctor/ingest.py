@@ -1,9 +1,25 @@
-"""Bytes to clean lines: the only stage that touches files.
+"""Bytes to clean lines: the only stage that reads files (opening and sniffing them is `sniff`'s).
 
-Never fails on content: bytes are decoded as UTF-8 with replacement, CRLF / `\\r` redraws / ANSI colour /
-NUL are cleaned, paste wrappers (docker-compose `svc-1  | `, quoted `> `) are removed, lines a terminal
-hard-wrapped are joined, and a line over `MAX_LINE_BYTES` is cut and marked. Every line keeps the
-1-based number it had in the input, so evidence can cite it.
+Never fails on content: bytes are decoded as UTF-8 with replacement, ANSI colour and NUL are removed,
+paste wrappers (docker-compose `svc-1  | `, quoted `> `) are stripped, lines a terminal hard-wrapped are
+joined, and a line over `MAX_LINE_BYTES` is cut and marked.
+
+Line ends and line numbers. Line numbers are what `grep -n`, `sed -n Np` and an editor show, so evidence
+can be looked up:
+- a file with LF (or CRLF) line ends is numbered by its LF; a bare CR inside such a line does not start a
+  new number. It does split the text, though: `a\\rb` becomes two lines, `a` and `b`, that share the
+  number, so a failure written after a CR is never hidden inside another line. The exception is a
+  progress-bar redraw (tqdm and friends): a run of `\\r`-separated progress states keeps only its final
+  state, as a terminal would show it.
+- a file whose line end is the bare CR (old Mac tools, some exporters: at least `CR_LINES_MIN` lines in
+  the first `CR_SNIFF_BYTES` end in a CR, and more than end in LF) is read with universal newlines: CR,
+  LF and CRLF each end a line and each counts one number, as `tr '\\r' '\\n' | grep -n` would. Runs of
+  progress redraws still collapse to their final state (their numbers are skipped).
+
+Memory stays bounded whatever the input: a line holds at most 1 MiB of bytes (so at most 1 Mi
+characters after decoding), the wrap sample is bounded by `WRAP_SAMPLE_LINES` and `WRAP_SAMPLE_BYTES`,
+and a joined hard-wrapped line stops growing at `MAX_LINE_BYTES` characters. Every regular expression
+here is bounded or anchored so that its work per line is linear in the line's length.
 """
 from __future__ import annotations
 
@@ -14,16 +30,21 @@ import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from .sniff import InputError, open_source, peek_head
 
 MAX_LINE_BYTES = 1 << 20
 TRUNCATION_MARK = " [logdoctor: line cut at 1 MiB]"
 WRAP_SAMPLE_LINES = 2000
+WRAP_SAMPLE_BYTES = 4 << 20          # ≤ 16 MiB of str even if every character needs 4 bytes
+CR_SNIFF_BYTES = 64 << 10
+CR_LINES_MIN = 16
+MIN_WRAP_WIDTH, MAX_WRAP_WIDTH = 60, 4096   # terminal widths a hard wrap can come from
+_READ_BUFFER = 1 << 16
 
-
-class InputError(Exception):
-    """A source that cannot be read at all (missing, a directory, permission denied, ...)."""
+__all__ = ["MAX_LINE_BYTES", "TRUNCATION_MARK", "InputError", "Line", "clean_lines", "decoded_lines",
+           "iter_sources", "lines_from_text", "open_source", "read_lines"]
 
 
 @dataclass(slots=True)
@@ -34,58 +55,65 @@ class Line:
     wrapped: bool = False        # text is the join of a hard-wrapped line and its continuation(s)
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_DOCKER = re.compile(r"^([A-Za-z0-9][\w.-]*(?:[-_]\d+)?)\s+\| ")
-_QUOTE = re.compile(r"^(?:> ?)+")
-_PROGRESS_HINT = re.compile(r"\d+%\||it/s|s/it|\d+/\d+ \[")
+# Bounded repetitions throughout: a log line is untrusted input, and `re` backtracks.
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,64}[ -/]{0,16}[@-~]|\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_DOCKER = re.compile(r"^([A-Za-z0-9][\w.-]{0,127})\s{1,64}\| ")
+_QUOTE = re.compile(r"^(?:> ?){1,64}")
+# the digit runs are bounded and must start a number: a line of 40k digits costs 40k cheap steps
+_PROGRESS_NUMBERS = re.compile(r"(?<![0-9])[0-9]{1,3}%\||(?<![0-9])[0-9]{1,12}/[0-9]{1,12} \[")
 
 
-def open_source(source: str | os.PathLike[str]) -> BinaryIO:
-    """Open a path, `-` (stdin) or a `.gz` file for binary reading; raise InputError on failure."""
-    import gzip  # only here and in read errors: most logs are plain text
-
-    if str(source) == "-":
-        stream: BinaryIO = sys.stdin.buffer
-        head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
-        return gzip.GzipFile(fileobj=stream) if head == b"\x1f\x8b" else stream  # type: ignore[return-value]
-    path = Path(source)
-    try:
-        if path.is_dir():
-            raise InputError(f"{path}: is a directory")
-        raw = open(path, "rb")
-    except InputError:
-        raise
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot open ({e.strerror or e})") from None
-    head = raw.read(2)
-    raw.seek(0) if raw.seekable() else None
-    if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    if not raw.seekable():  # FIFO: we consumed two bytes; put them back in front
-        return io.BufferedReader(_Prepend(head, raw))  # type: ignore[arg-type]
-    return raw
+def _is_progress(text: str) -> bool:
+    """A tqdm-style progress state (`42%|`, `3/8 [`, `it/s`); substring tests first, in C."""
+    if "it/s" in text or "s/it" in text:
+        return True
+    if "%|" in text or " [" in text:
+        return _PROGRESS_NUMBERS.search(text) is not None
+    return False
 
 
-class _Prepend(io.RawIOBase):
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        self._head, self._rest = head, rest
+# ------------------------------------------------------------------------------------------------
+# bytes to lines
+
+
+class _CrToLf(io.RawIOBase):
+    """Universal newlines for a CR-terminated file: CRLF and lone CR become LF, in C-speed replaces."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self._read = getattr(inner, "read1", None) or inner.read
+        self._cr = False   # the last chunk ended in CR: it may be the first half of a CRLF
+        self._out = b""
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: memoryview) -> int:  # type: ignore[override]
-        if self._head:
-            n = min(len(b), len(self._head))
-            b[:n] = self._head[:n]
-            self._head = self._head[n:]
-            return n
-        data = self._rest.read(len(b))
-        b[: len(data)] = data
-        return len(data)
+    def readinto(self, b: Any) -> int:  # type: ignore[override]
+        while not self._out:
+            chunk = self._read(_READ_BUFFER)
+            data = b"\r" + chunk if self._cr else chunk
+            self._cr = False
+            if not chunk:  # end of data: a held-back CR still ends the last line
+                if not data:
+                    return 0
+                self._out = b"\n"
+                break
+            if data.endswith(b"\r"):
+                data, self._cr = data[:-1], True
+            self._out = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+
+def _cr_terminated(head: bytes) -> bool:
+    """True when the file's own line end is the bare CR (see the module docstring)."""
+    if head.count(b"\r") < CR_LINES_MIN:
+        return False
+    pieces = head.replace(b"\r\n", b"\n").split(b"\r")
+    ended = [p.rsplit(b"\n", 1)[-1] for p in pieces[:-1]]  # the text each lone CR ends
+    lone = sum(1 for p in ended if p.strip() and not _is_progress(p.decode("utf-8", "replace")))
+    return lone >= CR_LINES_MIN and lone > head.count(b"\n")
 
 
 def _raw_lines(stream: BinaryIO) -> Iterator[tuple[bytes, bool]]:
@@ -107,49 +135,81 @@ def _raw_lines(stream: BinaryIO) -> Iterator[tuple[bytes, bool]]:
         if len(chunk) < MAX_LINE_BYTES:  # last line without newline
             yield chunk, False
             return
-        # over-long line: keep the first MiB, skip the rest up to the newline
+        # over-long line: keep the first MiB, skip the rest up to the newline, a MiB at a time
         while True:
-            rest = stream.readline(MAX_LINE_BYTES)
+            try:
+                rest = stream.readline(MAX_LINE_BYTES)
+            except EOFError:
+                rest = b""
             if not rest or rest.endswith(b"\n"):
                 break
         yield chunk, True
 
 
 def _clean(text: str) -> str:
+    """ANSI colour and NUL removed, the CR of a CRLF dropped (other CRs are `_pieces`' business)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\x00" in text:
         text = text.replace("\x00", "")
-    if "\r" in text:
-        text = _last_redraw(text)
+    if text.endswith("\r"):
+        text = text.rstrip("\r")
     return text
 
 
-def _last_redraw(text: str) -> str:
-    """A `\\r`-redrawn progress bar keeps only its final state; other text before a `\\r` is kept."""
+def _pieces(text: str) -> list[str]:
+    """The lines inside one physical line: split at bare CRs, progress redraws collapsed."""
+    if "\r" not in text:
+        return [text]
     parts = [p for p in text.split("\r") if p.strip()]
-    if not parts:
-        return ""
-    if all(_PROGRESS_HINT.search(p) for p in parts[:-1]):
-        return parts[-1]
-    # mixed content: keep the last state of each run of progress redraws, joined by a space
-    kept: list[str] = []
-    for i, p in enumerate(parts):
-        nxt = parts[i + 1] if i + 1 < len(parts) else None
-        if nxt is not None and _PROGRESS_HINT.search(p) and _PROGRESS_HINT.search(nxt):
-            continue
-        kept.append(p)
-    return " ".join(kept)
+    if len(parts) <= 1:
+        return parts or [""]
+    progress = [_is_progress(p) for p in parts]
+    last = len(parts) - 1
+    # a progress state followed by another is a redraw: only the final state of each run was visible
+    return [p for i, p in enumerate(parts) if not (i < last and progress[i] and progress[i + 1])]
+
+
+def _lines_of(number: int, text: str, truncated: bool) -> list[Line]:
+    """The lines of one decoded physical line (usually one; more when bare CRs split it)."""
+    texts = _pieces(_clean(text))
+    if truncated:
+        texts[-1] += TRUNCATION_MARK
+    return [Line(number, t, truncated and i == len(texts) - 1) for i, t in enumerate(texts)]
+
+
+def _decoded(raws: Iterator[tuple[bytes, bool]], number: int) -> Iterator[Line]:
+    """Lines of the physical lines `raws`, numbered on from `number`.
+
+    The hot loop of every command: the tests are inlined, and made on str (`in` on str is several
+    times faster than on bytes for these one-character needles).
+    """
+    for raw, truncated in raws:
+        number += 1
+        text = raw.decode("utf-8", "replace")
+        if truncated or "\r" in text or "\x1b" in text or "\x00" in text:
+            yield from _lines_of(number, text, truncated)
+        else:
+            yield Line(number, text)
 
 
 def decoded_lines(stream: BinaryIO) -> Iterator[Line]:
-    number = 0
-    for raw, truncated in _raw_lines(stream):
-        number += 1
-        text = _clean(raw.decode("utf-8", errors="replace"))
-        if truncated:
-            text += TRUNCATION_MARK
-        yield Line(number, text, truncated)
+    return _decoded(_raw_lines(stream), 0)
+
+
+def _collapse_redraw_lines(lines: Iterator[Line]) -> Iterator[Line]:
+    """In a CR-terminated file progress redraws are lines of their own: keep the last of each run."""
+    held: Line | None = None
+    for ln in lines:
+        if held is not None and not (_is_progress(held.text) and _is_progress(ln.text)):
+            yield held
+        held = ln
+    if held is not None:
+        yield held
+
+
+# ------------------------------------------------------------------------------------------------
+# paste wrappers and terminal wrapping
 
 
 class _Unwrapper:
@@ -161,8 +221,9 @@ class _Unwrapper:
         docker = Counter(m.group(1) for t in texts if (m := _DOCKER.match(t)))
         self.docker = bool(docker) and sum(docker.values()) >= max(2, n * 0.3)
         self.quoted = sum(1 for t in texts if t.startswith(">")) >= max(2, n * 0.6)
-        stripped = [self.strip(t) for t in texts]
-        self.wrap_width = _guess_wrap_width(stripped)
+        # only lengths are needed (no stripped copies are kept); a line cut at 1 MiB is no terminal's width
+        self.wrap_width = _guess_wrap_width(len(self.strip(ln.text)) for ln in sample
+                                            if not ln.truncated and ln.text.strip())
 
     def strip(self, text: str) -> str:
         if self.docker:
@@ -174,26 +235,48 @@ class _Unwrapper:
         return text
 
 
-def _guess_wrap_width(texts: list[str]) -> int | None:
+def _guess_wrap_width(text_lengths: Iterable[int]) -> int | None:
     """A terminal hard-wrap shows as many lines of one exact length W and none longer."""
-    lengths = Counter(len(t) for t in texts if len(t) >= 60)
+    lengths = Counter(n for n in text_lengths if n >= MIN_WRAP_WIDTH)
     if not lengths:
         return None
     width, count = lengths.most_common(1)[0]
     longer = sum(c for ln, c in lengths.items() if ln > width)
-    if count >= 3 and longer == 0 and count >= 0.1 * sum(lengths.values()):
+    if width <= MAX_WRAP_WIDTH and count >= 3 and longer == 0 and count >= 0.1 * sum(lengths.values()):
         return width
     return None
 
 
 _RECORD_START = re.compile(
-    r"^(\[\d|\[rank\d|\[\w+\]|[A-Z]\d{4} |\w[\w.-]*:\d+:\d+ \[\d+\]|INFO|WARNING|ERROR|DEBUG|Traceback|"
-    r"  File |\S+Error|\S+Exception|During handling|The above exception|Loading |Capturing )"
+    r"^(\[\d|\[rank\d|\[\w{1,64}\]|[A-Z]\d{4} |\w[\w.-]{0,255}:\d{1,10}:\d{1,10} \[\d{1,6}\]|INFO|WARNING|ERROR|"
+    r"DEBUG|Traceback|  File |\S{1,256}?(?:Error|Exception)|During handling|The above exception|Loading |"
+    r"Capturing )"
 )
 
 
 BatchSink = Callable[[bytes, int], None]  # (newline-joined periodic lines, number of the last line)
 BULK_CHUNK = 4 << 20
+
+
+def _take_sample(raws: Iterator[tuple[bytes, bool]]) -> tuple[list[Line], bool]:
+    """The first lines, bounded by count and bytes, ending on a physical line; True if more may follow.
+
+    Bounded by bytes too: 2,000 lines of 1 MiB of emoji would otherwise be 8 GB of str held at once.
+    """
+    sample: list[Line] = []
+    size = 0
+    number = 0
+    for raw, truncated in raws:
+        number += 1
+        text = raw.decode("utf-8", "replace")
+        if truncated or "\r" in text or "\x1b" in text or "\x00" in text:
+            sample.extend(_lines_of(number, text, truncated))
+        else:
+            sample.append(Line(number, text))
+        size += len(raw)
+        if len(sample) >= WRAP_SAMPLE_LINES or size >= WRAP_SAMPLE_BYTES:
+            return sample, True
+    return sample, False
 
 
 def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None) -> Iterator[Line]:
@@ -203,39 +286,61 @@ def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None) -> Iterat
     yielded: they are handed to the sink in bulk (newline-joined bytes), which is how `summary` and
     `explain` keep up with multi-GB serving logs. Line numbers of the other lines stay exact.
     """
-    lines = decoded_lines(stream)
-    sample: list[Line] = []
-    for ln in lines:
-        sample.append(ln)
-        if len(sample) >= WRAP_SAMPLE_LINES:
-            break
+    head, stream = peek_head(stream, CR_SNIFF_BYTES)
+    cr_ended = _cr_terminated(head)
+    del head
+    if cr_ended:
+        stream = io.BufferedReader(_CrToLf(stream), _READ_BUFFER)  # type: ignore[assignment]
+    raws = _raw_lines(stream)
+    sample, more = _take_sample(raws)
     unwrap = _Unwrapper(sample)
+    bulk = batch_sink is not None and more and not (unwrap.docker or unwrap.quoted or unwrap.wrap_width)
+    last_number = sample[-1].number if sample else 0
     pending: deque[Line] = deque(sample)
-    bulk = batch_sink is not None and not (unwrap.docker or unwrap.quoted or unwrap.wrap_width) \
-        and len(sample) >= WRAP_SAMPLE_LINES
+    del sample  # the deque is drained as lines are yielded: nothing keeps the sample alive after that
 
     def source() -> Iterator[Line]:
         while pending:
             yield pending.popleft()
         if bulk:
             assert batch_sink is not None
-            yield from _bulk_lines(stream, sample[-1].number if sample else 0, batch_sink)
+            yield from _bulk_lines(stream, last_number, batch_sink)
         else:
-            yield from lines
+            yield from _decoded(raws, last_number)
 
+    lines = _collapse_redraw_lines(source()) if cr_ended else source()
+    if unwrap.docker or unwrap.quoted or unwrap.wrap_width:
+        lines = _join_wrapped(lines, unwrap)
+    yield from lines
+
+
+def _join_wrapped(lines: Iterator[Line], unwrap: _Unwrapper) -> Iterator[Line]:
+    """Strip paste wrappers; join a line of exactly the wrap width with the continuation(s) after it."""
     width = unwrap.wrap_width
     held: Line | None = None
-    for ln in source():
+    parts: list[str] = []
+    joined = 0
+    for ln in lines:
         ln.text = unwrap.strip(ln.text)
         if held is not None:
-            if width and len(held.text) == width and ln.text and not _RECORD_START.match(ln.text):
-                held.text += ln.text
+            if (width and len(parts[-1]) == width and ln.text and joined < MAX_LINE_BYTES
+                    and not _RECORD_START.match(ln.text)):
+                parts.append(ln.text)  # joined once at the end: repeated += would copy quadratically
+                joined += len(ln.text)
                 held.wrapped = True
                 continue
+            if len(parts) > 1:
+                held.text = "".join(parts)
             yield held
-        held = ln
+        held, parts, joined = ln, [ln.text], len(ln.text)
     if held is not None:
+        if len(parts) > 1:
+            held.text = "".join(parts)
         yield held
+
+
+# ------------------------------------------------------------------------------------------------
+# the bulk path for long serving logs
 
 
 def _bulk_lines(stream: BinaryIO, number: int, sink: BatchSink) -> Iterator[Line]:
@@ -260,7 +365,7 @@ def _bulk_lines(stream: BinaryIO, number: int, sink: BatchSink) -> Iterator[Line
         if cut < 0:
             if len(data) >= MAX_LINE_BYTES:
                 number += 1
-                yield Line(number, _clean(data[:MAX_LINE_BYTES].decode("utf-8", "replace")) + TRUNCATION_MARK, True)
+                yield from _lines_of(number, data[:MAX_LINE_BYTES].decode("utf-8", "replace"), True)
                 carry, skipping = b"", True
             else:
                 carry = data
@@ -271,7 +376,7 @@ def _bulk_lines(stream: BinaryIO, number: int, sink: BatchSink) -> Iterator[Line
         number = counter[0]
     if carry and not skipping:
         number += 1
-        yield Line(number, _clean(carry[:MAX_LINE_BYTES].decode("utf-8", "replace")), len(carry) > MAX_LINE_BYTES)
+        yield from _lines_of(number, carry[:MAX_LINE_BYTES].decode("utf-8", "replace"), len(carry) > MAX_LINE_BYTES)
 
 
 _PERIODIC_MARKS = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" 200')
@@ -308,22 +413,27 @@ def _scan_block(block: bytes, counter: list[int], sink: BatchSink) -> Iterator[L
     last_periodic = 0
     for raw in block.split(b"\n"):
         number += 1
-        if len(raw) < 8192 and _is_periodic(raw):
+        if len(raw) < 8192 and _is_periodic(raw) and not (dirty and b"\r" in raw.rstrip(b"\r")):
             batch.append(raw)
             last_periodic = number
             continue
         if len(raw) > MAX_LINE_BYTES:
-            yield Line(number, _clean(raw[:MAX_LINE_BYTES].decode("utf-8", "replace")) + TRUNCATION_MARK, True)
-            continue
-        text = raw.decode("utf-8", "replace")
-        yield Line(number, _clean(text) if dirty else text)
+            yield from _lines_of(number, raw[:MAX_LINE_BYTES].decode("utf-8", "replace"), True)
+        elif dirty:
+            yield from _lines_of(number, raw.decode("utf-8", "replace"), False)
+        else:
+            yield Line(number, raw.decode("utf-8", "replace"))
     counter[0] = number
     if batch:
         sink(b"\n".join(batch), last_periodic)
 
 
+# ------------------------------------------------------------------------------------------------
+# entry points
+
+
 def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = None) -> Iterator[Line]:
-    """All clean lines of one source; InputError if it cannot be opened or read."""
+    """All clean lines of one source; InputError (naming it) if it cannot be opened or read."""
     stream = open_source(source)
     produced = False
     try:
@@ -331,13 +441,13 @@ def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = No
             produced = True
             yield ln
     except EOFError as e:
-        # a .gz still being written ends mid-stream: what was readable is the log so far
+        # compressed data still being written ends mid-stream: what was readable is the log so far
         if not produced:
-            raise InputError(f"{source}: read failed ({e})") from None
-    except OSError as e:  # gzip.BadGzipFile is an OSError
-        raise InputError(f"{source}: read failed ({e})") from None
+            raise InputError(source, f"read failed: truncated compressed data ({e})") from None
+    except OSError as e:  # an I/O error of the device under the file
+        raise InputError(source, f"read failed ({e.strerror or e})") from None
     finally:
-        if stream is not sys.stdin.buffer:
+        if stream is not getattr(sys.stdin, "buffer", None):
             stream.close()
 
 
@@ -349,3 +459,4 @@ def lines_from_text(text: str) -> Iterator[Line]:
 def iter_sources(sources: Iterable[str]) -> Iterator[tuple[str, Iterator[Line]]]:
     for s in sources:
         yield s, read_lines(s)
+

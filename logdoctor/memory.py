@@ -19,6 +19,10 @@ from .summary import RankMemory, Run
 
 ROUNDING_TOLERANCE = 0.01  # page rounding, small req_to_token pools, 2-decimal logging
 GIB = float(1 << 30)
+# A memory figure outside ±GIB_LIMIT GiB (an exbibyte) is not a GPU's: it is dropped as unknown. Figures
+# closer to zero than TINY_GIB count as zero, so no ratio below can overflow to inf (5e-324 as P would).
+GIB_LIMIT = 1e6
+TINY_GIB = 1e-9
 
 
 @dataclass
@@ -81,21 +85,39 @@ class MemoryAnalysis:
 
 
 def _r(v: float | None, nd: int = 4) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, nd)
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else round(v, nd)
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def _gib(v: Any) -> float | None:
+    """A GiB figure fit for the arithmetic below (finite, within ±GIB_LIMIT), else None."""
+    f = _num(v)
+    if f is None or abs(f) > GIB_LIMIT:
+        return None
+    return 0.0 if abs(f) < TINY_GIB else f
+
+
+def _tokens(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**15 else None
 
 
 def _rank_budget(rm: RankMemory) -> RankBudget:
-    p, a, kv, tok = rm.free_before_weights_gib, rm.free_after_weights_gib, rm.kv_gib, rm.kv_tokens
+    p, a, kv = _gib(rm.free_before_weights_gib), _gib(rm.free_after_weights_gib), _gib(rm.kv_gib)
+    tok = _tokens(rm.kv_tokens)
     bpt = (kv * GIB / tok) if kv and tok else None
     eff = (1 - (a - kv) / p) if (p and a is not None and kv is not None) else None
     minimum = (1 - a / p) if (p and a is not None) else None
-    weights = rm.weights_gib if rm.weights_gib is not None else (_r(p - a, 2) if p is not None and a is not None else None)
-    return RankBudget(rm.rank, p, a, weights, kv, tok, _r(bpt, 1), rm.pool_end_free_gib, rm.graph_gib,
-                      rm.available_gpu_mem_gib, _r(eff), _r(minimum))
+    weights = _gib(rm.weights_gib)
+    if weights is None:
+        weights = _r(p - a, 2) if p is not None and a is not None else None
+    return RankBudget(rm.rank, p, a, weights, kv, tok, _r(bpt, 1), _gib(rm.pool_end_free_gib), _gib(rm.graph_gib),
+                      _gib(rm.available_gpu_mem_gib), _r(eff), _r(minimum))
 
 
 _SHORTAGE_INIT = {"kv_not_enough_memory", "kv_no_memory_after_weights"}
@@ -162,6 +184,8 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
     ranks = [_rank_budget(rm) for rm in run.rank_list()]
     sa = run.server_args
     m = _num(sa.get("mem_fraction_static"))
+    if m is not None and abs(m) > GIB_LIMIT:
+        m = None  # `mem_fraction_static=1e300` is no setting: unknown rather than overflowing below
     pres = [r.pre_load_free_gib for r in ranks if r.pre_load_free_gib is not None]
     posts = [r.post_load_free_gib for r in ranks if r.post_load_free_gib is not None]
     P = min(pres) if pres else None
@@ -180,8 +204,8 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
     bpt = _r(KV * GIB / tokens, 1) if KV and tokens else None
     weights = max((r.weights_gib for r in ranks if r.weights_gib is not None), default=None)
     graphs = max((r.graph_gib for r in ranks if r.graph_gib is not None), default=None)
-    bs = sa.get("cuda_graph_max_bs") if isinstance(sa.get("cuda_graph_max_bs"), int) else None
-    ctx = run.scheduler_summary.get("context_len") if isinstance(run.scheduler_summary.get("context_len"), int) else None
+    bs = _tokens(sa.get("cuda_graph_max_bs"))
+    ctx = _tokens(run.scheduler_summary.get("context_len"))
     eff = (1 - (A - KV) / P) if (P and A is not None and KV is not None) else None
     minimum = (1 - A / P) if (P and A is not None) else None
     m_used = m if m is not None else eff
@@ -216,7 +240,7 @@ def _findings(a: MemoryAnalysis, ranks: list[RankBudget], run: Run) -> list[str]
         have = [n for n, v in (("P", P), ("A", A), ("KV", KV), ("m", m)) if v is not None]
         out.append("missing from the log: " + "; ".join(a.missing) +
                    (f". Still known: {', '.join(have)}." if have else "."))
-        if P is not None and A is not None and m is None:
+        if P and A is not None and m is None:
             out.append(f"without m: any mem_fraction_static below {1 - A / P:.3f} cannot start (1 − A/P).")
         if P is None and A is not None and KV is not None and m is not None and m < 1:
             out.append(f"without P: the numbers imply P ≈ (A − KV)/(1 − m) = {(A - KV) / (1 - m):.2f} GiB free before"
@@ -344,9 +368,12 @@ def _short_rank(ranks: list[RankBudget]) -> tuple[str, float, float] | None:
 
 def what_if(a: MemoryAnalysis, m: float, bs: int | None) -> WhatIf:
     P, A = a.pre_load_free_gib, a.post_load_free_gib
-    if P is None or A is None:
+    if not P or A is None:
         return WhatIf(m, bs, None, None, None, None, None, None,
                       "cannot predict: the log lacks the free memory before and after the weights")
+    if not math.isfinite(m) or abs(m) > GIB_LIMIT or (bs is not None and not 0 < bs < 10**9):
+        return WhatIf(m if math.isfinite(m) else 0.0, bs, None, None, None, None, None, None,
+                      "cannot predict: the mem_fraction_static or batch size asked for is not a usable number")
     budget = A - P * (1 - m)
     reserve = P * (1 - m)
     tokens = max(0, int(budget * GIB / a.bytes_per_token)) if a.bytes_per_token and budget > 0 else (0 if budget <= 0 else None)
@@ -408,7 +435,7 @@ def rank_bar(r: RankBudget) -> str:
     for ch, v in parts + [("r", reserve if reserve > 0 else 0.0), (".", free)]:
         if v is None:
             continue
-        cells.append(ch * int(round(BAR_WIDTH * max(0.0, v) / total)))
+        cells.append(ch * min(BAR_WIDTH, round(BAR_WIDTH * max(0.0, min(v, total)) / total)))
     bar = "".join(cells)[:BAR_WIDTH]
     return bar + "?" * (BAR_WIDTH - len(bar))
 

@@ -6,6 +6,11 @@ Blocks (a traceback with its chained exceptions, the message continuation after 
 a `Possible solutions:` list, a C++ stack) become one event spanning `line..end_line`. The final
 exception message of a traceback is itself parsed, so `Exception: Capture cuda graph failed: CUDA out
 of memory` yields `graph_capture_failed` and `torch_oom` events at that line.
+
+Work and memory are linear in the input and bounded per event: a block absorbs at most MAX_BLOCK_LINES
+lines and a message MAX_MESSAGE_LINES (kept up to MAX_MESSAGE_CHARS); a line that is an event of its own
+(a batch line, a launch message) ends a block; every event leaving the parser is cut to the limits of
+events.bound_event.
 """
 from __future__ import annotations
 
@@ -14,132 +19,93 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .events import Event
+from .errortext import RootCause, cuda_error_fields, oom_fields, torchrun_root_cause
+from .events import Event, bound_event, clip
+from .finishers import AVAILABLE_TOKENS, TRY_TOKENS
 from .grammar import extract_pairs, nccl_watchdog_fields, parse_batch, parse_message
 from .ingest import Line, read_lines
 from .prefix import Prefixed, split_prefix
+from .values import to_int
 
+# Every pattern is bounded (`{0,N}`), guarded where it could start inside a run (`(?<![\d.])`), and has no
+# two adjacent quantifiers over the same characters: a log line is untrusted input, and one line of 40k
+# digits after `CUDA out of memory` took 74 s before (tests/test_linear_time.py feeds each pattern such runs).
 _EXC_LINE = re.compile(
-    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning|Failed)"
-    r"|(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?=: )|Exception|KeyboardInterrupt|StopIteration)(?:: (?P<msg>.*))?$"
+    r"^(?P<exc>(?:[A-Za-z_]\w{0,200}\.){0,32}[A-Z]\w{0,200}(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning|Failed)"
+    r"|(?:[A-Za-z_]\w{0,200}\.){1,32}[A-Z]\w{0,200}(?=: )|Exception|KeyboardInterrupt|StopIteration)(?:: (?P<msg>.*))?$"
 )
-_FRAME = re.compile(r'^\s+File "(?P<file>[^"]*)", line (?P<lineno>\d+)(?:, in (?P<func>.*))?')
-_CUDA_ERROR_NAME = re.compile(r"`(cudaError\w+)'|\b(cudaError\w+)\b")
+_FRAME = re.compile(r'^\s{1,64}File "(?P<file>[^"]{0,4096})", line (?P<lineno>\d{1,9})(?:, in (?P<func>.*))?')
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
-_SIZE = r"(-?[\d.]+) ?([KMGT]i?B)"
-_OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
-_OOM_TOTAL = re.compile(_SIZE + r" total capacity|total capacity of " + _SIZE)
-_OOM_FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free")
-_OOM_INUSE = re.compile(r"this process has " + _SIZE + r" memory in use|Process \d+ has " + _SIZE + r" memory in use")
-_OOM_ALLOC = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch|" + _SIZE + r" already allocated")
-_OOM_RESERVED = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated|" + _SIZE + r" reserved in total by PyTorch")
-_OOM_GPU = re.compile(r"GPU (\d+)")
-_WARNING = re.compile(r"^(?P<src>\S+\.py):(?P<lineno>\d+): (?P<cat>\w*Warning): (?P<msg>.*)")
-_ARGPARSE = re.compile(r"^(?P<prog>[\w./-]+): error: (?P<msg>.*)")
-_KERNEL = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s*)?"
+_WARNING = re.compile(r"^(?P<src>\S{1,512}\.py):(?P<lineno>\d{1,9}): (?P<cat>\w{0,64}Warning): (?P<msg>.*)")
+_ARGPARSE = re.compile(r"^(?P<prog>[\w./-]{1,256}): error: (?P<msg>.*)")
+_KERNEL = re.compile(r"^(?:\[[ \t]{0,16}\d{1,12}\.\d{1,9}\][ \t]{0,16}|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\][ \t]{0,16})?"
                      r"(?P<msg>(?:NVRM|nvidia|kernel|Out of memory: Kill|oom-kill|oom_reaper|pcieport|"
                      r"nvidia-nvlink|NVLink|Memory cgroup out of memory)\b.*)")
 _KERNEL_ANYWHERE = re.compile(r"(?P<msg>(?:NVRM: |Out of memory: Kill|Memory cgroup out of memory|invoked oom-killer|"
-                              r"oom-kill:|oom_reaper: |Killed process \d+).*)")
-_NATIVE = re.compile(r"^(?P<file>[\w./+-]+\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh))(?::(?P<func>[\w:~]+))?:(?P<no>\d+):? (?P<msg>.*)"
+                              r"oom-kill:|oom_reaper: |Killed process \d).*)")
+_NATIVE = re.compile(r"^(?P<file>[\w./+-]{1,512}\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh))(?::(?P<func>[\w:~]{1,256}))?:(?P<no>\d{1,9}):? (?P<msg>.*)"
                      r"|^(?P<lvl>WARN|ERROR): (?P<msg2>.*)")
-_NATIVE_INLINE = re.compile(r"(?P<file>/[\w./+-]+\.(?:cpp|cu|cc|cxx|h|hpp|cuh)):(?P<no>\d+): (?P<msg>.*(?:Assertion|failed|error|Error).*)")
-_ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d+)')
-_FATAL = re.compile(r"^(?:Fatal Python error: (?P<py>.*)|!+ ?(?P<sg>Segfault encountered) ?!*|"
-                    r"terminate called after throwing an instance of '(?P<cpp>[^']+)'|"
-                    r"\*\*\* (?P<sig>SIG\w+) received at time|"
+# `…/file.cpp:123: ` in the middle of a line; the message after it must name a failure (checked by hand:
+# as `.*(?:Assertion|…).*` inside the regex it was quadratic over a line of many such locations)
+_NATIVE_INLINE = re.compile(r"(?<![\w./+-])(?P<file>[\w.+-]{0,256}/[\w./+-]{1,512}\.(?:cpp|cu|cc|cxx|h|hpp|cuh)):(?P<no>\d{1,9}): ")
+_NATIVE_FAILURE_WORDS = ("Assertion", "failed", "error", "Error")
+_ACCESS = re.compile(r'^(?P<client>\S{1,256}) - "(?P<method>[A-Z]{1,16}) (?P<path>\S{1,8192}) HTTP/[\d.]{1,8}" (?P<status>\d{3})(?!\d)')
+_FATAL = re.compile(r"^(?:Fatal Python error: (?P<py>.*)|!{1,64} ?(?P<sg>Segfault encountered) ?!{0,64}|"
+                    r"terminate called after throwing an instance of '(?P<cpp>[^']{1,512})'|"
+                    r"\*\*\* (?P<sig>SIG\w{1,16}) received at time|"
                     r"(?P<core>Bus error|Segmentation fault|Aborted|Illegal instruction)(?: \(core dumped\))?$|"
                     r"ERROR: Unexpected (?P<bus>bus error) encountered in worker.*)")
-_CPP_STACK = re.compile(r"^(?:frame #\d+:|Exception raised from |#\d+ |\s+what\(\):|Current thread 0x|Thread 0x|"
-                        r"Extension modules:|\s+File \")")
-_NUMBERED = re.compile(r"^\s*\d+\. ")
-_SECTION = re.compile(r"^(?:=+|-+)$")
+_CPP_STACK = re.compile(r"^(?:frame #\d{1,9}:|Exception raised from |#\d{1,9} |\s{1,64}what\(\):|Current thread 0x|Thread 0x|"
+                        r"Extension modules:|\s{1,64}File \")")
+_NUMBERED = re.compile(r"^\s{0,64}\d{1,9}\. ")
+_ITEM_NUMBER = re.compile(r"^\s{0,64}\d{1,9}\.\s{0,64}")
+_SOLUTIONS = re.compile(r"^Possible (?:solutions|suggestions):$", re.M)
+_DRAFT_HINT = re.compile(r"draft|MTP|EAGLE")
+_BACKEND = re.compile(r"Fail when using backend: (\w{1,64})")
+_PROGRESS = re.compile(r"(?<!\d)\d{1,18}/\d{1,18} \[\d")
+_PERCENT = re.compile(r"(?<!\d)(\d{1,18})%")
 MAX_FRAMES = 500
 MAX_CHAIN = 50
-_TORCHRUN_ROOT = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)(?:.*?Signal (\d+) \((\w+)\))?", re.S)
-
-
-def _gib(num: str, unit: str) -> float | None:
-    scale = {"B": 1 / 2**30, "KB": 1 / 2**20, "KiB": 1 / 2**20, "MB": 1 / 1024, "MiB": 1 / 1024,
-             "GB": 1.0, "GiB": 1.0, "TB": 1024.0, "TiB": 1024.0}
-    try:
-        return round(float(num) * scale.get(unit, 1.0), 4)
-    except ValueError:
-        return None  # a damaged number: unknown, never NaN in the JSON
-
-
-def _first(m: re.Match[str] | None) -> float | None:
-    if m is None:
-        return None
-    g = [x for x in m.groups() if x is not None]
-    return _gib(g[0], g[1]) if len(g) >= 2 else None
-
-
-_CUDA_MSG = re.compile(r"(?:CUDA|Cuda|CUDART|HIP) error(?::\s*|\s+(?P<file>[^\s:']+):(?P<no>\d+)\s*:?\s*)'?(?P<msg>[^'\n]+)'?")
-CUDA_ERROR_NAMES = {
-    "an illegal memory access was encountered": "cudaErrorIllegalAddress",
-    "out of memory": "cudaErrorMemoryAllocation",
-    "operation not permitted when stream is capturing": "cudaErrorStreamCaptureUnsupported",
-    "operation failed due to a previous error during capture": "cudaErrorStreamCaptureInvalidated",
-    "peer access is not supported between these two devices": "cudaErrorPeerAccessUnsupported",
-    "invalid resource handle": "cudaErrorInvalidResourceHandle",
-    "invalid device context": "cudaErrorDeviceUninitialized",
-    "mapping of buffer object failed": "cudaErrorMapBufferObjectFailed",
-    "no kernel image is available for execution on the device": "cudaErrorNoKernelImageForDevice",
-    "invalid device function": "cudaErrorInvalidDeviceFunction",
-    "invalid device ordinal": "cudaErrorInvalidDevice",
-    "CUDA driver version is insufficient for CUDA runtime version": "cudaErrorInsufficientDriver",
-    "no CUDA-capable device is detected": "cudaErrorNoDevice",
-    "device-side assert triggered": "cudaErrorAssert",
-    "unspecified launch failure": "cudaErrorLaunchFailure",
-    "misaligned address": "cudaErrorMisalignedAddress",
-    "an illegal instruction was encountered": "cudaErrorIllegalInstruction",
-    "invalid argument": "cudaErrorInvalidValue",
-    "initialization error": "cudaErrorInitializationError",
-    "system not yet initialized": "cudaErrorSystemNotReady",
-    "the launch timed out and was terminated": "cudaErrorLaunchTimeout",
-}
-
-
-def cuda_error_fields(message: str) -> dict[str, Any]:
-    """The error text, its cudaError name (printed by newer PyTorch, else looked up) and source location."""
-    m = _CUDA_MSG.search(message)
-    text = (m.group("msg") if m else message.split("\n", 1)[0]).strip()
-    f: dict[str, Any] = {"message": text}
-    if m and m.group("file"):
-        f["file"], f["source_line"] = m.group("file"), int(m.group("no"))
-    n = _CUDA_ERROR_NAME.search(message)
-    f["cuda_error_name"] = (n.group(1) or n.group(2)) if n else CUDA_ERROR_NAMES.get(text.rstrip(". "))
-    return f
-
-
-def oom_fields(message: str) -> dict[str, Any]:
-    f: dict[str, Any] = {}
-    for key, rx in (("tried_gib", _OOM_TRIED), ("total_gib", _OOM_TOTAL), ("free_gib", _OOM_FREE),
-                    ("in_use_gib", _OOM_INUSE), ("allocated_gib", _OOM_ALLOC), ("reserved_gib", _OOM_RESERVED)):
-        v = _first(rx.search(message))
-        if v is not None:
-            f[key] = v
-    m = _OOM_GPU.search(message)
-    if m:
-        f["gpu"] = int(m.group(1))
-    m = re.search(r"this process has " + _SIZE + r" memory in use", message)
-    if m:
-        f["this_process_gib"] = _gib(m.group(1), m.group(2))
-    others = [{"pid": int(pm.group(1)), "gib": _gib(pm.group(2), pm.group(3))}
-              for pm in re.finditer(r"Process (\d+) has " + _SIZE + r" memory in use", message)]
-    if others:
-        f["other_processes"] = others
-    return f
-
-
+MAX_BLOCK_LINES = 5000           # lines one traceback / C++ stack / dump may absorb before it is closed
+MAX_MESSAGE_LINES = 1000         # continuation lines of one exception message (a torchrun summary of 100+ ranks)
+MAX_MESSAGE_CHARS = 8192         # of which this much text is kept (the rest is read, not stored)
+MAX_KEPT_LINES = 200             # lines a fatal / C++ / solutions block stores for its fields
 class _Block:
     """An open multi-line event being assembled."""
 
     def __init__(self, event: Event, mode: str) -> None:
         self.event = event
         self.mode = mode                    # traceback | exc_message | fatal | solutions | cpp
-        self.lines: list[str] = []
+        self.lines: list[str] = []          # lines kept for the fields (fatal, cpp, solutions), ≤ MAX_KEPT_LINES
+        self.count = 0                      # lines absorbed so far, ≤ MAX_BLOCK_LINES
+        self.message: list[str] = []        # continuation lines of the exception message, joined once at the end
+        self.message_lines = 0
+        self.message_chars = 0
+        self.blank = False                  # the last continuation line was blank
+        self.root: RootCause | None = None  # a torchrun summary being read (ChildFailedError)
+
+    def keep(self, text: str) -> None:
+        if len(self.lines) < MAX_KEPT_LINES:
+            self.lines.append(text)
+
+    def start_message(self, exception: str | None) -> None:
+        self.message, self.message_lines, self.message_chars, self.blank = [], 0, 0, False
+        self.root = RootCause() if "ChildFailedError" in (exception or "") else None
+
+    def add_message(self, text: str) -> None:
+        self.message_lines += 1
+        if self.message_chars < MAX_MESSAGE_CHARS:
+            self.message.append(text)
+            self.message_chars += len(text) + 1
+        if self.root is not None:
+            self.root.feed(text)
+
+    def flush_message(self) -> None:
+        """The message text, joined once (appending line by line was quadratic) and cut to MAX_MESSAGE_CHARS."""
+        if self.message:
+            f = self.event.fields
+            f["message"] = clip("\n".join([f.get("message") or "", *self.message]), MAX_MESSAGE_CHARS)
+            self.message = []
 
 
 class EventParser:
@@ -159,24 +125,26 @@ class EventParser:
         self.block = None
         ev = b.event
         if ev.kind == "traceback":
-            return [ev, *self._derived(ev)]
+            b.flush_message()
+            return [ev, *self._derived(ev, b.root)]
         if ev.kind == "fatal_signal" and b.lines:
             ev.fields.setdefault("frames", [x.strip() for x in b.lines if x.strip().startswith("File")][:50])
         if ev.kind == "possible_solutions":
-            ev.fields["items"] = [re.sub(r"^\s*\d+\.\s*", "", x).strip() for x in b.lines if _NUMBERED.match(x)]
+            ev.fields["items"] = [_ITEM_NUMBER.sub("", x, count=1).strip() for x in b.lines if _NUMBERED.match(x)]
         return [ev]
 
-    def _derived(self, tb: Event) -> list[Event]:
+    def _derived(self, tb: Event, root: RootCause | None = None) -> list[Event]:
         """Events the exception messages stand for (looked through by the rules), chain first."""
         out: list[Event] = []
         for link in tb.fields.get("chain", []):
             out.extend(self._derived_one(tb, link.get("exception"), link.get("message") or "",
                                          link.get("line") or tb.line))
         out.extend(self._derived_one(tb, tb.fields.get("exception"), tb.fields.get("message") or "",
-                                     tb.fields.get("exception_line", tb.line)))
+                                     tb.fields.get("exception_line", tb.line), root))
         return out
 
-    def _derived_one(self, tb: Event, exception: str | None, msg: str, line: int) -> list[Event]:
+    def _derived_one(self, tb: Event, exception: str | None, msg: str, line: int,
+                     root: RootCause | None = None) -> list[Event]:
         out: list[Event] = []
         first = msg.split("\n", 1)[0]
 
@@ -190,18 +158,18 @@ class EventParser:
             fields["exception"] = exception
             if kind == "graph_capture_failed":
                 fields["piecewise"] = fields.get("piecewise") or "Piecewise CUDA Graph" in msg
-                fields["draft"] = bool(re.search(r"draft|MTP|EAGLE", first[:60])) or any(
+                fields["draft"] = bool(_DRAFT_HINT.search(first[:60])) or any(
                     "eagle_draft" in fr or "multi_layer_eagle" in fr for fr in tb.fields.get("frames", []))
-                bm = re.search(r"Fail when using backend: (\w+)", msg)
+                bm = _BACKEND.search(msg)
                 if bm:
                     fields["backend"] = bm.group(1)
             elif kind == "batch_out_of_memory":
-                tm = re.search(r"Try to allocate (\d+) tokens", msg)
-                am = re.search(r"Avail?able tokens: (\d+)", msg)
+                tm = TRY_TOKENS.search(msg)
+                am = AVAILABLE_TOKENS.search(msg)
                 if tm:
-                    fields["tokens"] = int(tm.group(1))
+                    fields["tokens"] = to_int(tm.group(1))
                 if am:
-                    fields["available"] = int(am.group(1))
+                    fields["available"] = to_int(am.group(1))
             out.append(mk(kind, fields))
         if _OOM.search(msg) and "memory" in msg.lower() and (
                 "CUDA" in msg or "GPU" in msg or "OutOfMemory" in (exception or "")):
@@ -212,27 +180,39 @@ class EventParser:
             f = cuda_error_fields(msg)
             f["exception"] = exception
             out.append(mk("cuda_error", f))
-        solutions = re.search(r"^Possible (?:solutions|suggestions):$", msg, re.M)
+        solutions = _SOLUTIONS.search(msg)
         if solutions:
             offset = msg.count("\n", 0, solutions.start())
-            items = [re.sub(r"^\s*\d+\.\s*", "", x).strip() for x in msg[solutions.end():].split("\n") if _NUMBERED.match(x)]
+            items = [_ITEM_NUMBER.sub("", x, count=1).strip() for x in msg[solutions.end():].split("\n")
+                     if _NUMBERED.match(x)]
             ps = mk("possible_solutions", {"items": items})
             ps.line = ps.end_line = line + offset
             ps.text = solutions.group(0)
             out.append(ps)
         if "ChildFailedError" in (exception or ""):
-            m = _TORCHRUN_ROOT.search(msg)
-            f = {}
-            if m:
-                f = {"root_cause_rank": int(m.group(1)), "exit_code": int(m.group(2)),
-                     "signal": m.group(4)}
-            out.append(mk("child_failed_error", f))
+            out.append(mk("child_failed_error", root.fields() if root is not None else torchrun_root_cause(msg)))
         return out
+
+    def _new_record(self, p: Prefixed) -> bool:
+        """A line that is an event of its own (a batch line, a launch message) ends an open block.
+
+        Logs without prefixes (v0.1) give no other sign that a traceback is over: without this one
+        request error swallowed every serving line after it, and the healthy run read as failed."""
+        body = p.body
+        if not body.strip() or body.startswith(("  ", "\t")):
+            return False  # indented: part of the block
+        if p.origin in ("sglang", "plain") and parse_batch(body) is not None:
+            return True
+        parsed = parse_message(body)
+        return parsed is not None and parsed[0] != "possible_solutions"
 
     def _continue_block(self, ln: Line, p: Prefixed) -> tuple[bool, list[Event]]:
         """Try to add this line to the open block. Returns (consumed, events closed meanwhile)."""
         b = self.block
         assert b is not None
+        b.count += 1
+        if b.count > MAX_BLOCK_LINES:
+            return False, self._close()  # a block that runs on for thousands of lines is over
         text = ln.text
         body = p.body
         has_prefix = p.ts is not None or p.origin in ("nccl", "torch", "glog", "vllm", "uvicorn")
@@ -244,11 +224,12 @@ class EventParser:
             if m:
                 frames = ev.fields["frames"]
                 if len(frames) < MAX_FRAMES:  # bounded: a pathological chain cannot grow without limit
-                    frames.append(f'{m.group("file")}:{m.group("lineno")} in {m.group("func") or "?"}')
+                    frames.append(clip(f'{m.group("file")}:{m.group("lineno")} in {m.group("func") or "?"}', 512))
                 ev.end_line = ln.number
                 return True, []
-            if text.startswith(("    ", "\t")) or text.strip() == "" or set(text.strip()) <= set("^~ "):
-                ev.end_line = ln.number if text.strip() else ev.end_line
+            stripped = text.strip()
+            if text.startswith(("    ", "\t")) or stripped == "" or set(stripped) <= set("^~ "):
+                ev.end_line = ln.number if stripped else ev.end_line
                 return True, []
             if text.startswith("Traceback (most recent call last)"):
                 ev.end_line = ln.number
@@ -256,14 +237,19 @@ class EventParser:
             m = _EXC_LINE.match(text)
             if m:
                 ev.fields["exception"] = m.group("exc")
-                ev.fields["message"] = (m.group("msg") or "").strip()
+                ev.fields["message"] = clip((m.group("msg") or "").strip(), MAX_MESSAGE_CHARS)
                 ev.fields["exception_line"] = ln.number
                 ev.end_line = ln.number
                 b.mode = "exc_message"
+                b.start_message(m.group("exc"))
+                if b.root is not None:
+                    b.root.feed(m.group("msg") or "")
                 return True, []
             if text.startswith(("During handling", "The above exception")):
                 ev.end_line = ln.number
                 return True, []
+            if self._new_record(p):
+                return False, self._close()
             # something else inside a traceback (e.g. an interleaved line): keep it in the block
             ev.end_line = ln.number
             return True, []
@@ -272,36 +258,38 @@ class EventParser:
             if has_prefix:
                 return False, self._close()
             if stripped.startswith(("During handling of the above exception", "The above exception was")):
+                b.flush_message()
                 if len(ev.fields["chain"]) < MAX_CHAIN:
                     ev.fields["chain"].append({"exception": ev.fields.get("exception"),
                                                "message": ev.fields.get("message"),
                                                "line": ev.fields.get("exception_line")})
                 ev.end_line = ln.number
                 b.mode = "traceback"
-                b.lines = []
+                b.start_message(None)
                 return True, []
             if text.startswith("Traceback (most recent call last)"):
                 return False, self._close()
             if stripped == "":
-                b.lines.append("")
+                b.blank = True
                 return True, []
-            if b.lines and b.lines[-1] == "":
+            if b.blank:
                 # after a blank line only a chained exception continues the block
                 return False, self._close()
             nxt = _EXC_LINE.match(text)
             if nxt and nxt.group("msg") and nxt.group("exc").endswith(("Error", "Exception")):
                 return False, self._close()  # pasted exception lines, one after another
-            b.lines.append(text)
-            ev.fields["message"] = (ev.fields.get("message") or "") + "\n" + text
+            if b.message_lines >= MAX_MESSAGE_LINES or self._new_record(p):
+                return False, self._close()  # no exception message runs on for thousands of lines
+            b.add_message(text)
             ev.end_line = ln.number
             return True, []
         if b.mode in ("fatal", "cpp"):
             if _CPP_STACK.match(body) or _CPP_STACK.match(text) or (text.startswith("  ") and not has_prefix) or (
                     b.mode == "fatal" and not has_prefix and ("most recent call first" in text or text.startswith(" "))):
-                b.lines.append(text)
+                b.keep(text)
                 ev.end_line = ln.number
                 if "what():" in text:
-                    ev.fields["message"] = text.split("what():", 1)[1].strip()
+                    ev.fields["message"] = clip(text.split("what():", 1)[1].strip())
                 return True, []
             if text.strip() == "" and b.mode == "fatal":
                 return True, []
@@ -309,7 +297,7 @@ class EventParser:
         if b.mode == "solutions":
             if _NUMBERED.match(body) or body.startswith("Open an issue") or body.startswith("Piecewise CUDA Graph") \
                     or body.startswith("To work around"):
-                b.lines.append(body)
+                b.keep(body)
                 ev.end_line = ln.number
                 return True, []
             return False, self._close()
@@ -323,9 +311,9 @@ class EventParser:
             consumed, closed = self._continue_block(ln, p)
             out.extend(closed)
             if consumed:
-                return out
+                return [bound_event(e) for e in out]
         out.extend(self._single(ln, p))
-        return out
+        return [bound_event(e) for e in out]
 
     def _event(self, kind: str, ln: Line, p: Prefixed, fields: dict[str, Any], template: str | None = None) -> Event:
         return Event(kind, ln.number, fields, p.rank, p.ranks, p.ts, p.secs, p.body, template, None, self.source)
@@ -432,7 +420,7 @@ class EventParser:
             if m.group("lvl"):  # NVSHMEM / library `WARN: ...` lines without a location
                 return [self._event("native_error", ln, p, {"file": None, "source_line": None, "level": m.group("lvl"),
                                                              "message": m.group("msg2").strip()})]
-            return [self._event("native_error", ln, p, {"file": m.group("file"), "source_line": int(m.group("no")),
+            return [self._event("native_error", ln, p, {"file": m.group("file"), "source_line": to_int(m.group("no")),
                                                          "function": m.group("func"), "message": m.group("msg").strip()})]
         m = _KERNEL.match(body) or _KERNEL_ANYWHERE.search(body)
         if m:
@@ -440,15 +428,16 @@ class EventParser:
         if body.startswith("Warning: ") or body.startswith("WARNING: "):
             return [self._event("python_warning", ln, p, {"source": None, "category": "Warning",
                                                           "message": body.split(": ", 1)[1]})]
-        if "%|" in body or re.search(r"\d+/\d+ \[\d", body):
+        if "%|" in body or ("/" in body and " [" in body and _PROGRESS.search(body)):  # `in` first: C speed
             label = body.split(":", 1)[0][:80]
-            pm = re.search(r"(\d+)%", body)
-            return [self._event("progress", ln, p, {"label": label, "percent": int(pm.group(1)) if pm else None})]
-        m = _NATIVE_INLINE.search(body)
-        if m:
-            # run-on pastes: a C/C++ error (e.g. a Triton/LLVM assertion) in the middle of a line
-            return [self._event("native_error", ln, p, {"file": m.group("file"), "source_line": int(m.group("no")),
-                                                         "message": m.group("msg").strip()[:500]})]
+            pm = _PERCENT.search(body)
+            return [self._event("progress", ln, p, {"label": label, "percent": to_int(pm.group(1)) if pm else None})]
+        m = _NATIVE_INLINE.search(body) if "/" in body and ": " in body else None
+        if m and any(w in body[m.end():] for w in _NATIVE_FAILURE_WORDS):
+            # run-on pastes: a C/C++ error (e.g. a Triton/LLVM assertion) in the middle of a line. Later
+            # locations are suffixes of this one's message: if it names no failure, neither do they.
+            return [self._event("native_error", ln, p, {"file": m.group("file"), "source_line": to_int(m.group("no")),
+                                                         "message": body[m.end():].strip()[:500]})]
         if "CUDA out of memory" in body or "Watchdog caught collective operation timeout" in body:
             # cut or wrapped pastes: the decisive text in the middle of a line
             if "Watchdog caught" in body:
@@ -464,7 +453,7 @@ class EventParser:
         self.pending_process = None
 
     def finish(self) -> list[Event]:
-        return self._close()
+        return [bound_event(e) for e in self._close()]
 
 
 def parse_lines(lines: Iterable[Line], source: str = "") -> Iterator[Event]:

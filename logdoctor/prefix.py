@@ -11,38 +11,43 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
+# Every quantifier is bounded and no two adjacent ones can take the same characters: a log line is
+# untrusted input, and `.*?\s*` over 40k spaces or `[...]*pid=\d+[...]*` over a 200 KB run took
+# seconds to minutes (tests/test_linear_time.py feeds each pattern such runs).
 _SGLANG = re.compile(
-    r"\[(?:(\d{4}-\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?((?: [A-Z][A-Z_]*\d+)*)\] ?"
+    r"\[(?:(\d{4}-\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?((?: [A-Z][A-Z_]{0,15}\d{1,6}){0,12})\] ?"
 )
 _UVICORN = re.compile(r"(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
 _NCCL = re.compile(
-    r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<rank>\d+)\] ?(?P<loc>.*?)\s*"
+    r"(?<![\w.-])(?P<host>[\w.-]{1,256}):(?P<pid>\d{1,12}):(?P<tid>\d{1,12}) \[(?P<rank>\d{1,6})\][ \t]{0,8}"
+    r"(?P<loc>(?:[^\s]{1,256}[ \t]{1,8}){0,4}?)"  # `init.cc:973 ` before NCCL in newer versions; usually empty
     r"(?P<lib>NCCL|NVSHMEM) (?P<level>INFO|WARN|ERROR|TRACE|ABORT) ?(?P<msg>.*)"
 )
-_TORCH_OLD = re.compile(r"\[(?P<level>[IWEF]) (?P<src>[\w.]+:\d+)\] ?")
+_TORCH_OLD = re.compile(r"\[(?P<level>[IWEF]) (?P<src>[\w.]{1,256}:\d{1,9})\] ?")
 _TORCH = re.compile(
-    r"(?:\[rank(?P<rank>\d+)\]:)?\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)?"
-    r"(?: \d+)? (?P<src>[^\]\s]+)\] ?"
+    r"(?:\[rank(?P<rank>\d{1,6})\]:)?\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d{1,12})?"
+    r"(?: \d{1,12})? (?P<src>[^\]\s]{1,256})\] ?"
 )
 _GLOG = re.compile(
-    r"(?:\[rank(?P<rank>\d+)\]:)?(?P<level>[IWEF])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? +\d+ "
-    r"(?P<src>[^\]\s]+:\d+)\] ?"
+    r"(?:\[rank(?P<rank>\d{1,6})\]:)?(?P<level>[IWEF])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d{1,12})? {1,8}\d{1,12} "
+    r"(?P<src>[^\]\s]{1,256}:\d{1,9})\] ?"
 )
 _VLLM = re.compile(
     r"(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL) (?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)"
-    r"(?:\.\d+)? (?:\[(?P<src2>[^\]]+)\] )?(?P<src>[\w.]+:\d+)\] ?"
+    r"(?:\.\d{1,12})? (?:\[(?P<src2>[^\]]{1,256})\] )?(?P<src>[\w.]{1,256}:\d{1,9})\] ?"
 )
-_RAY = re.compile(r"\((?:[\w ,=.:/-]*pid=\d+[\w ,=.:/-]*)\) ")
-_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
-_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ (?!kernel:)[\w.@/-]+(?:\[\d+\])?: ")
+MAX_RAY_PREFIX = 256            # `(SchedulerActor pid=12345, ip=10.0.0.1) ` and the like
+_RAY_INNER = re.compile(r"[\w ,=.:/-]*")
+_RAY_PID = re.compile(r"pid=\d")
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,12})?(?:Z|[+-]\d\d:?\d\d)? ")
+_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,256} (?!kernel:)[\w.@/-]{1,256}(?:\[\d{1,12}\])?: ")
 _SRUN = re.compile(r"\d{1,4}: (?=\[)")
-_OLD_RANK = re.compile(r"(?:\[gpu_id=(\d+)\]|\[gpu=(\d+)\]|Rank (\d+):) ")
-_RANK_TOKEN = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
+_OLD_RANK = re.compile(r"(?:\[gpu_id=(\d{1,6})\]|\[gpu=(\d{1,6})\]|Rank (\d{1,6}):) ")
+_RANK_TOKEN = re.compile(r"(?<![A-Z_])([A-Z][A-Z_]{0,15}?)(\d{1,6})")
 _GLOO = "[Gloo] "
-
-_day_cache: dict[str, float] = {}
-
+DAY_CACHE_SIZE = 4096            # distinct dates remembered (a log spans a few; a hostile one millions)
 
 @dataclass(slots=True)
 class Prefixed:
@@ -56,16 +61,27 @@ class Prefixed:
     extra: dict[str, str] | None = None
 
 
+@lru_cache(maxsize=DAY_CACHE_SIZE)
 def _day_secs(d: str) -> float:
-    v = _day_cache.get(d)
-    if v is None:
-        from datetime import date
-        try:
-            v = float(date.fromisoformat(d).toordinal() - 719163) * 86400.0
-        except ValueError:
-            v = 0.0
-        _day_cache[d] = v
-    return v
+    from datetime import date
+    try:
+        return float(date.fromisoformat(d).toordinal() - 719163) * 86400.0
+    except ValueError:
+        return 0.0
+
+
+def _ray_end(t: str) -> int:
+    """Length of a Ray actor prefix `(… pid=N …) ` at the start of t, 0 when there is none.
+
+    Done by hand: as one regex the two free runs around `pid=` are ambiguous (quadratic on a long
+    run of `pid=1 `); here the closing `) ` is looked for only within MAX_RAY_PREFIX characters."""
+    close = t.find(") ", 1, MAX_RAY_PREFIX)
+    if close < 0:
+        return 0
+    inner = t[1:close]
+    if _RAY_INNER.fullmatch(inner) is None or _RAY_PID.search(inner) is None:
+        return 0
+    return close + 2
 
 
 def _rank_of(label: str) -> int | None:
@@ -86,9 +102,9 @@ def split_prefix(text: str) -> Prefixed:
     secs: float | None = None
     t = text
     if t[:1] == "(":
-        m = _RAY.match(t)
-        if m:
-            t = t[m.end():]
+        end = _ray_end(t)
+        if end:
+            t = t[end:]
     if t[:1].isdigit():
         if len(t) > 20 and t[4] == "-" and t[10] == "T":
             m = _ISO.match(t)  # `docker logs -t`, kubectl --timestamps
@@ -172,7 +188,7 @@ def _inner(p: Prefixed) -> Prefixed:
         if m:
             p.level, p.origin, p.body = m.group("level"), "nccl", m.group("msg")
             p.rank, p.ranks = int(m.group("rank")), f"rank{m.group('rank')}"
-            p.extra = {"host": m.group("host"), "pid": m.group("pid"), "location": m.group("loc"),
+            p.extra = {"host": m.group("host"), "pid": m.group("pid"), "location": m.group("loc").strip(),
                        "library": m.group("lib")}
             return p
     if c == "[" and t[2:3] == " ":

@@ -253,6 +253,15 @@ def rule_doc(rule: "Rule") -> str:
 
 def _matcher_text(m: object) -> str:
     if isinstance(m, dict):
-        return " ".join(f"{k}={v!r}" for k, v in m.items() if k != "_rx")
+        return " ".join(f"{k}={_public(v)!r}" for k, v in m.items() if not k.startswith("_"))
     return f"= {m!r}"
+
+
+def _public(v: object) -> object:
+    """A matcher as its author wrote it: without the compiled `_rx` / `_lits` helpers, at any depth."""
+    if isinstance(v, dict):
+        return {k: _public(x) for k, x in v.items() if not k.startswith("_")}
+    if isinstance(v, list):
+        return [_public(x) for x in v]
+    return v
 

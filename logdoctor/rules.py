@@ -1,33 +1,41 @@
 """Rule files: safe loading, schema validation, pattern compilation, `file:line: message` problems.
 
-A rule is data only. YAML is read with a safe loader that refuses aliases (no alias bombs) and tags
-that construct objects; files over `MAX_RULE_BYTES` are refused; regexes are compiled with RE2
-(linear time: no catastrophic backtracking), so nothing in a rule file can run code or hang the tool.
+A rule is data only, and a rule file may come from a stranger. The file is read with hard bounds and
+parsed to plain data (rule_files.py: no aliases, no tags, no timestamps, bounded numbers); every regex,
+wherever it sits in a matcher, is compiled with RE2 (linear time: no catastrophic backtracking) and what
+the rule costs per event is counted against limits (rule_cost.py); templates are checked (templates.py).
+So nothing in a rule file can run code, hang the tool or make it grow without bound. Problems name the
+file and line and quote the file only once it is recognisably a rule (it may be a symlink to a secret).
 """
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from . import rule_cost
 from .literals import required_literals
 from .resources import builtin_rules_dir
+from .rule_files import (
+    MAX_RULE_BYTES,
+    RuleError,
+    RuleFileError,
+    find_rule_files,
+    parse_rule_yaml,
+    read_rule_text,
+)
+from .rule_schema import line_for as _line_for
+from .rule_schema import schema_problem
+from .templates import template_problem
 
-MAX_RULE_BYTES = 256 * 1024
+__all__ = ["MAX_RULE_BYTES", "Rule", "RuleError", "Selection", "check_dir", "load_rule", "load_ruleset"]
 CATEGORY_PREFIX = {
     "memory_pressure": "MEM", "ipc_bar": "IPC", "graph_incompatibility": "GRF", "communication": "COM",
     "unsupported": "UNS", "environment": "ENV", "configuration": "CFG", "unknown": "UNK",
 }
 CATEGORIES = tuple(CATEGORY_PREFIX)
-
-
-class RuleError(Exception):
-    def __init__(self, path: Path | str, line: int, message: str) -> None:
-        super().__init__(f"{path}:{line}: {message}")
-        self.path, self.line, self.message = str(path), line, message
 
 
 @dataclass
@@ -67,6 +75,8 @@ class Rule:
     examples: dict[str, list[str]]
     path: Path
     base_dir: Path = field(default_factory=Path)
+    cost: rule_cost.Cost = field(default_factory=rule_cost.Cost)  # per event, counted at load
+    builtin: bool = False               # shipped with the package: trusted, not costed or timed
 
     def example_paths(self, which: str) -> list[Path]:
         return [(self.base_dir / p).resolve() for p in self.examples.get(which, [])]
@@ -77,73 +87,10 @@ class Rule:
 
 
 def _load_yaml(path: Path) -> tuple[Any, dict[str, int]]:
-    import yaml
-
     try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise RuleError(path, 1, f"cannot read: {e.strerror or e}") from None
-    if size > MAX_RULE_BYTES:
-        raise RuleError(path, 1, f"file is {size} bytes; rule files are limited to {MAX_RULE_BYTES}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RuleError(path, 1, f"cannot read as UTF-8 text: {e}") from None
-    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
-    try:
-        # aliases are refused before anything is built (no alias bombs)
-        for event in yaml.parse(text, Loader=loader_cls):
-            if isinstance(event, yaml.AliasEvent):
-                line = event.start_mark.line + 1 if event.start_mark else 1
-                raise RuleError(path, line, "aliases are not allowed in rule files")
-        loader = loader_cls(text)
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                raise RuleError(path, 1, "empty rule file")
-            lines: dict[str, int] = {}
-            _record_lines(node, "", lines)
-            data = loader.construct_document(node)
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = (mark.line + 1) if mark else 1
-        raise RuleError(path, line, (e.problem or e.context or "invalid YAML").strip()) from None
-    except yaml.YAMLError as e:
-        raise RuleError(path, 1, f"invalid YAML: {e}") from None
-    return data, lines
-
-
-def _record_lines(node: Any, prefix: str, lines: dict[str, int]) -> None:
-    import yaml
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = f"{prefix}/{k.value}" if prefix else str(k.value)
-            lines[key] = k.start_mark.line + 1
-            _record_lines(v, key, lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            key = f"{prefix}/{i}"
-            lines[key] = v.start_mark.line + 1
-            _record_lines(v, key, lines)
-
-
-@lru_cache(maxsize=1)
-def _validator() -> Any:
-    import jsonschema
-    schema = json.loads((builtin_rules_dir() / "schema.json").read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
-
-
-def _line_for(lines: dict[str, int], path_parts: list[Any]) -> int:
-    parts = [str(p) for p in path_parts]
-    while parts:
-        key = "/".join(parts)
-        if key in lines:
-            return lines[key]
-        parts.pop()
-    return 1
+        return parse_rule_yaml(read_rule_text(path))
+    except RuleFileError as e:
+        raise RuleError(path, e.line, e.message) from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -151,22 +98,49 @@ def _line_for(lines: dict[str, int], path_parts: list[Any]) -> int:
 
 
 def compile_regex(pattern: str) -> Any:
-    """RE2 (linear-time) compile; raises ValueError with RE2's message."""
+    """RE2 (linear-time) compile with a bounded memory budget; ValueError for a bad or too large pattern."""
     import re2
     options = re2.Options()
     options.log_errors = False  # RE2 would print its own copy of the error on stderr
+    options.max_mem = rule_cost.REGEX_MIN_MEM
     try:
-        return re2.compile(pattern, options)
+        rx = re2.compile(pattern, options)
     except Exception as e:  # re2.error, TypeError
-        raise ValueError(f"bad regex {pattern!r}: {e}") from None
+        raise ValueError(f"bad regex {_clip(repr(pattern), 80)}: {_re2_message(e)}") from None
+    size = max(rx.programsize, rx.reverseprogramsize)
+    if size > rule_cost.MAX_REGEX_PROGRAM:
+        raise ValueError(f"regex {_clip(repr(pattern), 60)} is too complex: {size} RE2 instructions, the limit "
+                         f"is {rule_cost.MAX_REGEX_PROGRAM} (bound wide repetitions such as .{{0,1000}})")
+    budget = rule_cost.regex_memory(size)
+    if budget > options.max_mem:  # a large program needs a large DFA cache, or RE2 falls back to its NFA
+        options.max_mem = budget
+        rx = re2.compile(pattern, options)
+    return rx
 
 
-def _compile_matcher(m: Any, validate: bool = True) -> Any:
-    """Copies a matcher; a regex is checked now (fresh files) and compiled when first used."""
-    if isinstance(m, dict) and "regex" in m:
-        m = dict(m)
+def _re2_message(e: Exception) -> str:
+    msg = e.args[0] if e.args else e
+    return msg.decode("utf-8", "replace") if isinstance(msg, bytes) else str(msg)
+
+
+def _compile_matcher(m: Any, validate: bool = True, depth: int = 0) -> Any:
+    """Copies a matcher, compiling every regex in it, nested ones (`in: [{regex: ...}]`) included.
+
+    validate=False (built-in rules from the cache) leaves `_rx` None: compiled when first used.
+    """
+    if not isinstance(m, dict):
+        return m
+    if depth >= rule_cost.MAX_MATCHER_DEPTH:
+        raise ValueError(f"matchers nested more than {rule_cost.MAX_MATCHER_DEPTH} deep")
+    m = dict(m)
+    if "regex" in m:
         m["_rx"] = compile_regex(m["regex"]) if validate else None  # the key exists either way
         m["_lits"] = required_literals(m["regex"])  # a cheap `in` test before the regex
+    for op in ("eq", "ne"):
+        if isinstance(m.get(op), dict):
+            m[op] = _compile_matcher(m[op], validate, depth + 1)
+    if isinstance(m.get("in"), list):
+        m["in"] = [_compile_matcher(x, validate, depth + 1) for x in m["in"]]
     return m
 
 
@@ -192,10 +166,13 @@ def _kinds_named(matchers: dict[str, Any]) -> frozenset[str] | None:
 
 
 def _compile_selection(name: str, spec: dict[str, Any], validate: bool = True) -> Selection:
+    def compiled(matchers: dict[str, Any]) -> dict[str, Any]:
+        return {k: _compile_matcher(v, validate) for k, v in matchers.items()}
+
     ev = spec.get("event")
     kinds = frozenset([ev] if isinstance(ev, str) else ev) if ev is not None else None
-    where = _cheap_first({k: _compile_matcher(v, validate) for k, v in (spec.get("where") or {}).items()})
-    any_of = [_cheap_first({k: _compile_matcher(v, validate) for k, v in alt.items()}) for alt in spec.get("any_of") or []]
+    where = _cheap_first(compiled(spec.get("where") or {}))
+    any_of = [_cheap_first(compiled(alt)) for alt in spec.get("any_of") or []]
     if kinds is None:
         # `kind:` checks in where / every any_of alternative narrow the events to scan
         named = _kinds_named(where)
@@ -204,7 +181,7 @@ def _compile_selection(name: str, spec: dict[str, Any], validate: bool = True) -
             kinds = named
         elif any_of and all(a is not None for a in alts):
             kinds = frozenset().union(*alts)  # type: ignore[arg-type]
-    run = {k: _compile_matcher(v, validate) for k, v in (spec.get("run") or {}).items()} if "run" in spec else None
+    run = compiled(spec.get("run") or {}) if "run" in spec else None
     return Selection(name, kinds, where, any_of, spec.get("fuzzy"), run, spec.get("before"), spec.get("after"))
 
 
@@ -215,20 +192,23 @@ def load_rule(path: Path) -> Rule:
 
 def _read_validated(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     data, lines = _load_yaml(path)
-    if not isinstance(data, dict):
-        raise RuleError(path, 1, "a rule file must be a mapping")
-    errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise RuleError(path, _line_for(lines, list(e.absolute_path)), f"{where}: {_short(e.message)}")
+    problem = schema_problem(data, lines)
+    if problem is not None:
+        raise RuleError(path, *problem)
     return data, lines
 
 
 def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: bool = False) -> Rule:
-    """Cross-field checks and compilation (patterns, condition) of a schema-valid rule."""
+    """Cross-field checks and compilation (patterns, condition, cost) of a schema-valid rule.
+
+    `validated`: the data comes from the rules cache (schema-checked when cached). Only built-in rules
+    then defer compiling their regexes to first use; any other rule is compiled and costed every load.
+    """
     from .condition import parse_condition
     from .events import KINDS
+
+    builtin = _is_builtin(path)
+    lazy = validated and builtin
 
     if path.stem != data["name"]:
         raise RuleError(path, lines.get("name", 1), f"name {data['name']!r} must equal the file name {path.stem!r}")
@@ -245,7 +225,7 @@ def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: b
             if kind not in KINDS:
                 raise RuleError(path, _line_for(lines, ["match", name, "event"]), f"unknown event kind {kind!r}")
         try:
-            selections[name] = _compile_selection(name, spec, validate=not validated)
+            selections[name] = _compile_selection(name, spec, validate=not lazy)
         except ValueError as e:
             raise RuleError(path, _line_for(lines, ["match", name]), str(e)) from None
         for ref in (spec.get("before"), spec.get("after")):
@@ -262,6 +242,11 @@ def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: b
         _check_template(path, lines.get(key, 1), data[key])
     for i, r in enumerate(data["remedy"]):
         _check_template(path, _line_for(lines, ["remedy", i]), r)
+    cost = rule_cost.Cost()
+    if not lazy:
+        cost, problem, worst = rule_cost.rule_cost_problem(selections)
+        if problem is not None:
+            raise RuleError(path, _line_for(lines, ["match", worst] if worst else ["match"]), problem)
     severity = data["severity"]
     return Rule(
         id=data["id"], name=data["name"], title=data["title"], category=data["category"], severity=severity,
@@ -273,17 +258,25 @@ def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: b
         explanation=data["explanation"].strip(), remedy=[r.strip() for r in data["remedy"]],
         why=(data.get("why") or "").strip(), references=list(data.get("references") or []),
         examples={k: list(v) for k, v in data["examples"].items()}, path=path, base_dir=_base_dir(path),
+        cost=cost, builtin=builtin,
     )
 
 
-_FIELD = re.compile(r"\{([^{}]*)\}")
-_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?::[-+ #0]?\d*(?:\.\d+)?[dfgs%]?)?$")
-
-
 def _check_template(path: Path, line: int, text: str) -> None:
-    for m in _FIELD.finditer(text.replace("{{", "").replace("}}", "")):
-        if not _FIELD_NAME.match(m.group(1)):
-            raise RuleError(path, line, f"bad placeholder {{{m.group(1)}}}: use {{name}} or {{name:.2f}}")
+    problem = template_problem(text)
+    if problem is not None:
+        raise RuleError(path, line, problem)
+
+
+@lru_cache(maxsize=1)
+def _builtin_root() -> Path:
+    return builtin_rules_dir().resolve()
+
+
+def _is_builtin(path: Path) -> bool:
+    """A file or directory of the shipped rules (trusted: their cost is not counted against the limits)."""
+    resolved = path.resolve()
+    return resolved == _builtin_root() or _builtin_root() in resolved.parents
 
 
 def _base_dir(path: Path) -> Path:
@@ -294,18 +287,12 @@ def _base_dir(path: Path) -> Path:
     return path.parent
 
 
-def _short(msg: str, limit: int = 200) -> str:
+def _clip(msg: str, limit: int = 200) -> str:
     return msg if len(msg) <= limit else msg[: limit - 1] + "…"
 
 
 # ------------------------------------------------------------------------------------------------
 # rule sets
-
-
-def rule_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        raise RuleError(directory, 1, "not a directory")
-    return sorted(p for p in directory.rglob("*.y*ml") if p.is_file())
 
 
 CACHE_FORMAT = 1
@@ -382,10 +369,9 @@ def _from_cache(path: Path, entry: Any) -> tuple[Rule, dict[str, Any], dict[str,
 def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
     """Load every rule under `directory`; problems are returned, not raised."""
     rules: list[Rule] = []
-    problems: list[RuleError] = []
     seen: dict[str, Path] = {}
     try:
-        files = rule_files(directory)
+        files, problems = find_rule_files(directory)
     except RuleError as e:
         return [], [e]
     cache = _cache_path(files)
@@ -413,7 +399,20 @@ def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
         rules.append(rule)
     if not problems and fresh.keys() != cached.keys():
         _write_cache(cache, fresh)
+    if not _is_builtin(directory):
+        problem = _user_rules_problem(rules)
+        if problem is not None:
+            problems.append(RuleError(directory, 1, problem))
     return rules, problems
+
+
+def _user_rules_problem(rules: list[Rule]) -> str | None:
+    """All user rules together must stay within the cost and regex limits (rule_cost.py)."""
+    total = rule_cost.Cost()
+    for r in rules:
+        if not _is_builtin(r.path):
+            total.add(r.cost)
+    return rule_cost.user_rules_problem(total.units, total.regexes)
 
 
 @lru_cache(maxsize=1)
@@ -435,4 +434,7 @@ def load_ruleset(extra_dirs: list[str] | tuple[str, ...] = ()) -> list[Rule]:
             for old in [k for k, v in by_id.items() if v.name == r.name]:
                 del by_id[old]
             by_id[r.id] = r
+    problem = _user_rules_problem(list(by_id.values())) if extra_dirs else None
+    if problem is not None:
+        raise RuleError(", ".join(extra_dirs), 1, problem)
     return list(by_id.values())

@@ -1,10 +1,16 @@
-"""Run a rule's `examples`: each `fires` log must make it fire, each `quiet` log must not."""
+"""Run a rule's `examples`: each `fires` log must make it fire, each `quiet` log must not.
+
+The examples of a user rule are paths its author chose: only regular files are read (a FIFO or a
+device would block or never end), and a user rule runs under the same time budget as in `explain`.
+"""
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import evaluate_rule, index_and_fold
+from .engine import UserRuleClock, evaluate_rule, index_and_fold
 from .ingest import InputError
 from .parse import parse_source
 from .rules import Rule
@@ -20,9 +26,16 @@ class ExampleOutcome:
 
 
 def fires_on(rule: Rule, path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(path, "not a regular file")
     builder = RunBuilder(str(path))
     index = index_and_fold(parse_source(path), builder)
-    return evaluate_rule(rule, index, builder.run, builder.run.to_dict()) is not None
+    run_dict = builder.run.to_dict()
+    return evaluate_rule(rule, index, builder.run, run_dict, UserRuleClock()) is not None
 
 
 def run_examples(rule: Rule) -> list[ExampleOutcome]:

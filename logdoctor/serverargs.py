@@ -7,23 +7,49 @@ them. Fields before the cut are kept; an unterminated last value is dropped.
 from __future__ import annotations
 
 import ast
+import math
 import warnings
 from typing import Any
 
 _CLOSERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 
 
+MAX_VALUE_CHARS = 16384      # a value longer than this stays text (literal_eval is not for megabytes)
+MAX_NESTING = 8              # lists / dicts nested deeper stay text
+NUMBER_LIMIT = 10**18        # as values.NUMBER_LIMIT: beyond it a number is not a setting
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """True when value is JSON-safe data a setting can be: bounded numbers (no inf/nan, no complex),
+    strings, bools, None, and lists / tuples / str-keyed dicts of those. Sets, bytes, complex, 1e999 and
+    5000-digit ints are not, and stay as the text the log printed."""
+    if value is None or isinstance(value, (bool, str)):
+        return True
+    if isinstance(value, int):
+        return -NUMBER_LIMIT < value < NUMBER_LIMIT
+    if isinstance(value, float):
+        return math.isfinite(value) and -NUMBER_LIMIT < value < NUMBER_LIMIT
+    if depth >= MAX_NESTING:
+        return False
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
 def _convert(raw: str) -> Any:
     raw = raw.strip()
     if raw in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[raw]
-    if raw[:1] in "'\"[({-0123456789":
+    if raw[:1] in "'\"[({-0123456789" and len(raw) <= MAX_VALUE_CHARS:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # e.g. SyntaxWarning on `1abc`: the value stays text
-                return ast.literal_eval(raw)
-        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-            pass
+                value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError, OverflowError):
+            return raw
+        return value if _plain(value) else raw
     return raw
 
 

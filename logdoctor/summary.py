@@ -33,10 +33,15 @@ FAILURE_KINDS = frozenset({
 })
 _NCCL_FAIL = re.compile(r"WARN|ERROR|ABORT")
 _SERVING_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
-_RX_TPUT = re.compile(rb"gen throughput \(token/s\): ([0-9]+(?:\.[0-9]+)?)")
-_RX_USAGE = re.compile(rb"token usage: ([0-9]+(?:\.[0-9]+)?)")
-_RX_QUEUE = re.compile(rb"#queue-req: ([0-9]+)")
-_RX_RUNNING = re.compile(rb"#running-req: ([0-9]+)")
+# bounded numerals with a guard after them: a 400-digit value does not match at all (rather than
+# giving inf, or its first 15 digits, or a ValueError from int() beyond 4300 digits)
+_DECIMAL = rb"([0-9]{1,15}(?:\.[0-9]{1,12}(?![0-9])|(?!\.?[0-9])))"
+_RX_TPUT = re.compile(rb"gen throughput \(token/s\): " + _DECIMAL)
+_RX_USAGE = re.compile(rb"token usage: " + _DECIMAL)
+_RX_QUEUE = re.compile(rb"#queue-req: ([0-9]{1,15})(?![0-9])")
+_RX_RUNNING = re.compile(rb"#running-req: ([0-9]{1,15})(?![0-9])")
+_RANK_NUMBERS = re.compile(r"(?<!\d)\d{1,9}(?!\d)")
+_RANK_NAMES = re.compile(r"(?<![A-Z])([A-Z]{1,16})(\d{1,6})(?!\d)")
 
 
 class Quantiles:
@@ -51,6 +56,8 @@ class Quantiles:
         self._sorted: list[float] | None = None
 
     def add(self, v: float) -> None:
+        if not math.isfinite(v):
+            return  # inf / nan are not figures; binning them would raise or print nonsense
         self.count += 1
         if self.values is not None:
             self.values.append(v)
@@ -62,6 +69,7 @@ class Quantiles:
         self._bin(v)
 
     def extend(self, values: Iterable[float]) -> None:
+        values = [v for v in values if math.isfinite(v)]
         if self.values is not None:
             before = len(self.values)
             self.values.extend(values)
@@ -203,7 +211,7 @@ def _num(v: Any) -> float | None:
 
 
 def _rank_sort_key(label: str) -> tuple[int, ...]:
-    nums = [int(x) for x in re.findall(r"\d+", label)]
+    nums = [int(x) for x in _RANK_NUMBERS.findall(label)]
     return tuple(nums) if nums else (-1,)
 
 
@@ -229,7 +237,7 @@ _ERA_HINTS = [  # (kind, predicate on fields/text, era) — the newest matching 
     ("weight_load_end", lambda e: "weight_gib" not in e.fields and "model_class" in e.fields, "v0.1.17-v0.4.3"),
 ]
 _ERA_ORDER = ["v0.1.x", "v0.1.17-v0.4.3", "v0.4.3-v0.5.8", "v0.5.9", "v0.5.10+", "v0.5.13+", "v0.5.14+"]
-_VERSION = re.compile(r"\bsglang(?:==| version:? ?|-)v?(\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)", re.IGNORECASE)
+_VERSION = re.compile(r"\bsglang(?:==| version:? ?|-)v?(\d{1,4}\.\d{1,4}\.\d{1,4}(?:\.post\d{1,4}|rc\d{1,4})?)", re.IGNORECASE)
 
 
 class RunBuilder:
@@ -312,7 +320,7 @@ class RunBuilder:
         if ev.template:
             run.templates.add(ev.template)
         if ev.ranks:
-            for name, num in re.findall(r"([A-Z]+)(\d+)", ev.ranks):
+            for name, num in _RANK_NAMES.findall(ev.ranks):
                 self.max_rank[name] = max(self.max_rank.get(name, 0), int(num))
         stage = _STAGE_OF.get(k)
         if stage is not None:

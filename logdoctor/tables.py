@@ -11,11 +11,15 @@ from typing import Any
 
 import polars as pl
 
+from .paths import display_text
+
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")
 
 
 def frame(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> pl.DataFrame:
-    data = {c: [r.get(c) for r in rows] for c in columns}
+    """Rows to a frame; text in its display form (polars, parquet and JSON need valid UTF-8, and a file
+    name may not be: see paths.display_path)."""
+    data = {c: [display_text(v) if isinstance(v, str) else v for v in (r.get(c) for r in rows)] for c in columns}
     return pl.DataFrame(data, strict=False, infer_schema_length=None)
 
 
@@ -92,12 +96,12 @@ def render_table(df: pl.DataFrame, max_width: int = 60) -> str:
 
 
 def _cell(v: Any, limit: int) -> str:
-    s = f"{v:g}" if isinstance(v, float) else str(v)
+    s = f"{v:g}" if isinstance(v, float) else display_text(str(v))  # one cell, one line, no terminal escapes
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def write(df: pl.DataFrame, fmt: str, path: str | None, stream: Any) -> None:
-    """Write to `path` (a temp path the caller renames) or to `stream`."""
+def write(df: pl.DataFrame, fmt: str, path: str | None, stream: Any, footer: str | None = None) -> None:
+    """Write to `path` (opened once: it may be a FIFO) or to `stream`; `footer` follows a table."""
     if fmt == "parquet":
         if path is None:
             raise ValueError("--format parquet needs -o FILE")
@@ -110,7 +114,7 @@ def write(df: pl.DataFrame, fmt: str, path: str | None, stream: Any) -> None:
     elif fmt == "jsonl":
         text = "".join(json.dumps(r, default=str, ensure_ascii=False) + "\n" for r in df.to_dicts())
     else:
-        text = render_table(df) + "\n"
+        text = render_table(df) + "\n" + ("\n" + footer + "\n" if footer else "")
     if path is None:
         stream.write(text)
     else:
@@ -132,5 +136,5 @@ def batch_summary(df: pl.DataFrame) -> str:
         out.extend(f"  {n:>5}  {r}  {t}" for r, t, n in rules.select("rule", "title", "len").iter_rows())
     errors = df.filter(pl.col("error").is_not_null())
     if errors.height:
-        out.append(f"unreadable: {errors.height} file(s)")
+        out.append(f"not diagnosed: {errors.height} file(s) (unreadable or over the time budget: see error)")
     return "\n".join(out)

@@ -1,0 +1,113 @@
+"""Rule templates: `{name}`, `{a.b:.2f}`, `{{`/`}}` and optional `[[ ... ]]` parts, checked and filled safely.
+
+A template comes from a rule file, which may be someone else's. So a field can only name plain dict /
+list lookups (no attribute access, no indexing syntax, no code), a format spec is a small, fully parsed
+subset of Python's with width and precision at most `MAX_FORMAT_WIDTH` (`{line:999999999}` would build
+a gigabyte string), and one filled field is at most `MAX_FIELD_CHARS` characters.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAX_FORMAT_WIDTH = 100
+MAX_FIELD_CHARS = 1_000
+
+_FIELD = re.compile(r"\{([^{}]*)\}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+# [[fill]align][sign][#][0][width][,|_][.precision][type]; the fill is any one character but a brace
+_SPEC = re.compile(r"(?:([^{}])?([<>=^]))?([-+ ])?(#)?(0)?(\d+)?([,_])?(?:\.(\d+))?([bcdeEfFgGnosxX%])?")
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.]*)(?::([^{}]*))?\}")
+
+
+def template_problem(text: str) -> str | None:
+    """Why a rule's template cannot be filled safely, or None when it can."""
+    for m in _FIELD.finditer(text.replace("{{", "").replace("}}", "")):
+        name, _, spec = m.group(1).partition(":")
+        if not _NAME.fullmatch(name):
+            return f"bad placeholder {{{_clip(m.group(1))}}}: use {{name}} or {{name:.2f}}"
+        if ":" in m.group(1):
+            problem = _spec_problem(spec)
+            if problem:
+                return f"bad format in {{{_clip(m.group(1))}}}: {problem}"
+    return None
+
+
+def _spec_problem(spec: str) -> str | None:
+    s = _SPEC.fullmatch(spec)
+    if s is None:
+        return "use a spec like .2f, >8 or ,d"
+    for what, digits in (("width", s.group(6)), ("precision", s.group(8))):
+        # compare as text first: a 5000-digit width must not reach int()
+        if digits is not None and (len(digits.lstrip("0")) > 3 or int(digits) > MAX_FORMAT_WIDTH):
+            return f"{what} {_clip(digits, 12)} is over {MAX_FORMAT_WIDTH}"
+    return None
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def lookup(values: dict[str, Any], path: str) -> Any:
+    """`a.b.0` through dicts and lists only: a template can never reach an attribute."""
+    cur: Any = values
+    for part in path.split("."):
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and part.isdigit() and len(part) < 10 and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur
+
+
+def render(template: str, values: dict[str, Any]) -> str:
+    """Fill `{name}` / `{a.b:.2f}` from `values`; a field without a value reads `?`.
+
+    `[[ ... ]]` marks an optional part: it is dropped when a placeholder inside it has no value, so a
+    sentence about numbers the log does not contain disappears instead of reading "? GiB".
+    """
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "{{":
+            return "{"
+        if m.group(0) == "}}":
+            return "}"
+        v = lookup(values, m.group(1))
+        return "?" if v is None else _clip(format_value(v, m.group(2)), MAX_FIELD_CHARS)
+    return " ".join(_PLACEHOLDER.sub(sub, _drop_empty_optionals(template, values)).split())
+
+
+def _drop_empty_optionals(template: str, values: dict[str, Any]) -> str:
+    """`[[ ... ]]` parts kept (without brackets) or dropped; a linear scan, not a lazy regex."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        start = template.find("[[", pos)
+        end = template.find("]]", start + 2) if start >= 0 else -1
+        if end < 0:
+            out.append(template[pos:])
+            return "".join(out)
+        inner = template[start + 2:end]
+        out.append(template[pos:start])
+        if all(lookup(values, ph.group(1)) is not None for ph in _PLACEHOLDER.finditer(inner) if ph.group(1)):
+            out.append(inner)
+        pos = end + 2
+
+
+def format_value(v: Any, spec: str | None) -> str:
+    """One value as text; a spec the value does not take (or an unsafe one) falls back to plain text."""
+    try:
+        if spec and _spec_problem(spec) is None:
+            try:
+                return format(v, spec)
+            except (ValueError, TypeError, OverflowError):
+                pass  # `.2f` on a string, `d` on a float: the plain form below
+        if isinstance(v, bool):
+            return str(v)
+        if isinstance(v, float):
+            return f"{v:g}"
+        if isinstance(v, list):
+            return ", ".join(_clip(format_value(x, None), MAX_FIELD_CHARS) for x in v[:100])
+        return str(v)
+    except (ValueError, TypeError, OverflowError):
+        return "?"  # e.g. an int of more than 4300 digits has no decimal form

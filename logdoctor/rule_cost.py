@@ -25,8 +25,8 @@ from typing import Any
 MAX_REGEX_PROGRAM = 3_000       # RE2 instructions; the largest built-in pattern has 2,437
 MAX_RULE_COST = 5_000           # the costliest built-in rule: 3,485
 MAX_RULE_REGEXES = 32           # the most in one built-in rule: 10
-MAX_USER_RULES_COST = 10_000    # two costliest-built-in rules, or ~50 typical 200-instruction patterns
-MAX_USER_REGEXES = 128          # the built-in rules have 163
+MAX_USER_RULES_COST = 100_000   # ~3x the whole built-in set (31,495): a copied and edited rule tree fits
+MAX_USER_REGEXES = 400          # the built-in rules have 163
 MAX_MATCHER_DEPTH = 3           # `in: [{ne: {regex: ...}}]`; deeper nesting means nothing more
 # RE2's memory budget for one pattern (program + DFA cache), by program size: at ~2 KiB per instruction
 # the DFA keeps its states (at 450 B a 4,600-instruction pattern thrashed and ran 8x slower), and the

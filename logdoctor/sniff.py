@@ -18,6 +18,7 @@
   EOFError, which `ingest` turns into "the lines so far".
 - binary content (NUL bytes or non-text in the first `SNIFF_BYTES` of the decompressed data) is refused
   ("binary file (not a text log)"): a log reader that answers "no failure found" for random bytes lies.
+  Leading NUL padding of a regular file (what `logrotate copytruncate` leaves) is skipped, not refused.
 
 Every InputError message is one line: the file as given (control characters escaped), then what is wrong.
 """
@@ -422,6 +423,10 @@ def _content(raw: Any, name: str, owned: bool) -> BinaryIO:
     start = raw.tell() if _seekable(raw) else None
     try:
         head, _ = _read_head(raw, SNIFF_BYTES)
+        if start is not None and head[:1] == b"\x00":
+            start = _after_nul_padding(raw, start, head)
+            raw.seek(start)
+            head, _ = _read_head(raw, SNIFF_BYTES)
     except OSError as e:
         raise InputError(name, f"read failed ({e.strerror or e})") from None
     mine = (raw,) if owned else ()
@@ -450,6 +455,28 @@ def _content(raw: Any, name: str, owned: bool) -> BinaryIO:
         raise
     guarded._head = content  # replay the sniffed content before the rest
     return io.BufferedReader(guarded, BUFFER_SIZE)  # type: ignore[return-value]
+
+
+def _after_nul_padding(raw: Any, start: int, head: bytes) -> int:
+    """Where the text starts in a file that begins with NUL padding (or `start` if it is all NUL).
+
+    `logrotate copytruncate` truncates a log while the server keeps writing at its old offset: the file
+    then starts with a hole that reads as NUL bytes, as long as the log was, and the real lines after it.
+    The padding holds no newline, so skipping it changes no line number.
+    """
+    rest = head.lstrip(b"\x00")
+    if rest:
+        return start + len(head) - len(rest)
+    pos = start + len(head)
+    raw.seek(pos)
+    while True:
+        chunk = raw.read(1 << 20)
+        if not chunk:
+            return start  # nothing but NUL: sniffed (and refused) as binary
+        rest = chunk.lstrip(b"\x00")
+        if rest:
+            return pos + len(chunk) - len(rest)
+        pos += len(chunk)
 
 
 def check_path(path: str) -> str | None:

@@ -176,6 +176,21 @@ def test_a_log_with_some_invalid_utf8_is_still_a_log(tmp_path: Path) -> None:
     assert cli("explain", str(p)).returncode == 1
 
 
+
+
+@pytest.mark.parametrize("padding", [100, 5 << 20])
+def test_nul_padding_left_by_copytruncate_is_skipped(tmp_path: Path, padding: int) -> None:
+    plain = json.loads(cli("explain", "--format", "json", str(FAILED)).stdout)
+    p = tmp_path / "rotated.log"
+    p.write_bytes(b"\x00" * padding + FAILED.read_bytes())
+    assert precheck(str(p)) is None
+    got = cli("explain", "--format", "json", str(p))
+    assert got.returncode == 1, got.stderr
+    d = json.loads(got.stdout)
+    assert (d["primary"]["rule"], d["primary"]["line"]) == (plain["primary"]["rule"], plain["primary"]["line"])
+    only = tmp_path / "hole.log"
+    only.write_bytes(b"\x00" * padding)
+    one_line_error(cli("explain", str(only)), "binary file")
 # ------------------------------------------------------------------------------------------------
 # compression: by magic bytes, streamed, corrupt data named
 

@@ -92,14 +92,22 @@ def test_rule_cost_over_the_limit_names_the_costliest_selection(tmp_path: Path) 
 
 
 def test_all_user_rules_together_are_limited(tmp_path: Path) -> None:
-    for i in range(4):  # ~2,900 units each: every rule is fine alone, four are over 10,000
+    for i in range(36):  # ~2,900 units each: every rule is fine alone, 36 are over 100,000
         write_rule(tmp_path, costly_body(1, 1, r"(?s)(.*a.{0,58}){0,6}zq"), name=f"costly-{i}",
-                   rule_id=f"UNK{960 + i}")
+                   rule_id=f"UNK{900 + i}")
     rules, problems = check_dir(tmp_path)
-    assert len(rules) == 4 and len(problems) == 1
+    assert len(rules) == 36 and len(problems) == 1
     assert str(problems[0]).startswith(f"{tmp_path}:1: the user rules cost")
-    with pytest.raises(RuleError, match="over the limit of 10000"):
+    with pytest.raises(RuleError, match="over the limit of 100000"):
         load_ruleset([str(tmp_path)])
+
+
+def test_a_copy_of_the_whole_builtin_set_is_allowed_as_user_rules(tmp_path: Path) -> None:
+    import shutil
+    shutil.copytree(Path(__file__).resolve().parent.parent / "rules", tmp_path / "rules")
+    rules, problems = check_dir(tmp_path / "rules")
+    assert not problems and len(rules) >= 90
+    assert len(load_ruleset([str(tmp_path / "rules")])) == len(rules)
 
 
 def test_builtin_rules_are_within_every_limit() -> None:

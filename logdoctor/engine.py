@@ -30,6 +30,9 @@ PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress"
                       "graph_capture_progress"})
 MAX_KEPT_EVENTS = 100_000
 CHATTY_KEPT = 1_000
+# what the kept telling events may hold in all (text and field strings, estimated): 60k NCCL WARN lines of
+# 8 KiB each took 2 GB when every one was kept whole
+MAX_KEPT_BYTES = 48 << 20
 MAX_TEXT = 4_096
 MAX_EVIDENCE = 8
 USER_RULES_TIME_BUDGET = 10.0        # seconds of matching per log for all user rules together
@@ -84,16 +87,19 @@ class Diagnosis:
 class EventIndex:
     """The non-periodic events of one log, by kind, each with the stage it was printed in.
 
-    Memory stays bounded on logs of any size: at most MAX_KEPT_EVENTS telling events, and of the chatty
-    ones (unrecognised lines, NCCL INFO, torch info/warning lines) only the first and the last
-    CHATTY_KEPT, their text cut to MAX_TEXT characters. Failures sit at the end of a log or among the
-    telling events, so the rules lose nothing they match on.
+    Memory stays bounded on logs of any size: at most MAX_KEPT_EVENTS telling events holding at most
+    MAX_KEPT_BYTES (past either, only the last CHATTY_KEPT more), and of the chatty ones (unrecognised
+    lines, NCCL INFO, torch info/warning lines) only the first and the last CHATTY_KEPT, their text cut to
+    MAX_TEXT characters. Failures sit at the end of a log or among the telling events, so the rules lose
+    nothing they match on.
     """
 
     def __init__(self, events: Iterable[Event]) -> None:
         kept: list[tuple[Event, str]] = []
         chatty_head: list[tuple[Event, str]] = []
         chatty_tail: deque[tuple[Event, str]] = deque(maxlen=CHATTY_KEPT)
+        overflow_tail: deque[tuple[Event, str]] = deque(maxlen=CHATTY_KEPT)
+        kept_bytes = 0
         stage = "args"
         for ev in events:
             s = _STAGE_OF_KIND.get(ev.kind)
@@ -105,9 +111,14 @@ class EventIndex:
                 if len(ev.text) > MAX_TEXT:
                     ev.text = ev.text[:MAX_TEXT]
                 (chatty_head if len(chatty_head) < CHATTY_KEPT else chatty_tail).append((ev, stage))
-            elif len(kept) < MAX_KEPT_EVENTS:
+            elif len(kept) < MAX_KEPT_EVENTS and kept_bytes < MAX_KEPT_BYTES:
                 kept.append((ev, stage))
-        merged = sorted(kept + chatty_head + list(chatty_tail), key=lambda x: x[0].line)
+                kept_bytes += _weight(ev)
+            else:
+                if len(ev.text) > MAX_TEXT:
+                    ev.text = ev.text[:MAX_TEXT]
+                overflow_tail.append((ev, stage))
+        merged = sorted(kept + chatty_head + list(chatty_tail) + list(overflow_tail), key=lambda x: x[0].line)
         self.events: list[Event] = [e for e, _ in merged]
         self.stages: list[str] = [st for _, st in merged]
         self.by_kind: dict[str, list[int]] = {}
@@ -121,6 +132,11 @@ class EventIndex:
         for k in kinds:
             idx.extend(self.by_kind.get(k, ()))
         return sorted(idx)
+
+
+def _weight(ev: Event) -> int:
+    """Roughly what an event holds: its text, its string fields, and the objects around them."""
+    return 256 + len(ev.text) + sum(len(v) for v in ev.fields.values() if isinstance(v, str))
 
 
 def _is_chatty(ev: Event) -> bool:

@@ -361,3 +361,28 @@ def test_per_date_cache_is_bounded() -> None:
         _day_secs((d0 + timedelta(days=i)).isoformat())
     assert _day_secs.cache_info().currsize <= DAY_CACHE_SIZE
     assert _day_secs("2025-04-27") - _day_secs("2025-04-26") == 86400.0
+
+
+def test_many_long_telling_events_stay_within_the_kept_bytes(tmp_path: Path) -> None:
+    # 60k NCCL WARN lines of 8 KiB each were all kept whole: 2 GB of RSS for a 480 MB log
+    p = tmp_path / "warns.log"
+    with open(p, "w") as f:
+        for i in range(20_000):
+            f.write(f"node1:123:456 [{i % 8}] NCCL WARN Cuda failure 'invalid argument' {'x' * 8000}\n")
+        f.write("RuntimeError: CUDA error: out of memory\n")
+    code = (
+        "import json, resource, sys\n"
+        "from logdoctor.diagnose import diagnose_source\n"
+        "from logdoctor.engine import MAX_KEPT_BYTES\n"
+        "from logdoctor.rules import load_ruleset\n"
+        "rules = load_ruleset()\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "r = diagnose_source(sys.argv[1], rules)\n"
+        "grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base\n"
+        "print(json.dumps({'grew_kb': grew, 'limit_kb': MAX_KEPT_BYTES // 1024, 'rule': r.primary.rule.id}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120,
+                         check=True)
+    d = json.loads(out.stdout)
+    assert d["rule"] == "MEM016"  # the failure at the end is still found
+    assert d["grew_kb"] < 3 * d["limit_kb"], d  # 160 MB of warnings, kept within the budget

@@ -2,12 +2,19 @@
 
     python tools/fuzz.py --seconds 600 --jobs 2            # run for ten minutes on both cores
     python tools/fuzz.py --inputs 200000 --target parse     # a fixed number of inputs, one target
+    python tools/fuzz.py --seconds 120 --out /tmp/fuzz-findings   # findings somewhere else
 
 Inputs are mutated from the project's own fixtures (truncation, byte flips, splices, interleaved ranks,
-ANSI / CR / NUL / CRLF / invalid UTF-8 insertions, deep exception chains, over-long lines) plus random
-bytes. A crash is any exception escaping the target (a rule file may only raise RuleError), or a single
-input taking longer than --slow seconds. Every crashing input is written to fixtures/fuzz/ so that
-tests/test_fuzz_regressions.py replays it forever.
+ANSI / CR / NUL / CRLF / invalid UTF-8 insertions, deep exception chains, over-long lines), reshaped
+(fuzz_shapes: long runs of one character class, repeated sub-patterns, huge and non-finite numbers in
+real field positions, long continuation blocks, stacked envelope prefixes, lone-CR line ends), or
+random bytes. Three oracles, each finding saved to --out (default fixtures/fuzz/, which
+tests/test_fuzz_regressions.py replays forever):
+- crash: an exception escaping the target (a rule file may only raise RuleError), `<target>-<sha>.bin`;
+- slow: an input under 1 MB taking over --slow seconds (2 s) twice in a row, or any input reaching
+  --hang seconds (then interrupted), `<target>-slow-<sha>.bin`;
+- memory: an input under 1 MB raising the worker's peak RSS by over --mem-growth-mb, or hitting the
+  worker's address-space cap (--mem-gb, RLIMIT_AS) as MemoryError, `<target>-memory-<sha>.bin`.
 """
 from __future__ import annotations
 
@@ -17,14 +24,21 @@ import io
 import multiprocessing as mp
 import os
 import random
+import resource
+import signal
 import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fuzz_shapes import rule_hazard, shape  # noqa: E402
 
 CRASH_DIR = ROOT / "fixtures" / "fuzz"
 FRAGMENTS = [b"\r", b"\r\n", b"\x00", b"\x1b[31m", b"\x1b[0m", b"\xff\xfe", b"\xc3", b"\n\n", b"  File \"x.py\", line 1, in f\n",
@@ -54,8 +68,12 @@ def window(rng: random.Random, seed: bytes) -> bytes:
     return b"\n".join(lines[start:start + rng.randint(1, 40)])
 
 
-def mutate(rng: random.Random, seeds: list[bytes], whole: bool = False) -> bytes:
+def mutate(rng: random.Random, seeds: list[bytes], whole: bool = False, shape_rate: float = 0.25) -> bytes:
     data = bytearray(rng.choice(seeds) if whole else window(rng, rng.choice(seeds)))
+    if rng.random() < shape_rate:  # a shape that byte mutations never make, then maybe a few of those
+        data = bytearray(rule_hazard(rng, bytes(data)) if whole else shape(rng, bytes(data)))
+        if rng.random() < 0.5:
+            return bytes(data)
     for _ in range(rng.randint(1, 6)):
         op = rng.randrange(11)
         if op == 0 and data:
@@ -146,39 +164,110 @@ def target_rule(data: bytes) -> None:
 
 
 TARGETS = {"parse": target_parse, "explain": target_explain, "rule": target_rule}
+SLOW_LIMIT_BYTES = 1 << 20     # the slow and memory oracles judge inputs under 1 MB
 
 
-def worker(args: tuple[int, str, float, int, float]) -> tuple[dict[str, int], list[str]]:
-    seed, targets, deadline, limit, slow = args
-    rng = random.Random(seed)
+class Hang(BaseException):
+    """Raised by SIGALRM inside a target that ran past --hang; BaseException so no `except Exception` eats it."""
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    raise Hang()
+
+
+@dataclass
+class Stats:
+    counts: dict[str, int] = field(default_factory=dict)
+    findings: list[tuple[str, str]] = field(default_factory=list)     # (kind, "file: what")
+    max_time: tuple[float, str, int] = (0.0, "", 0)                   # seconds, target, input size
+    bytes_run: int = 0
+
+
+@dataclass
+class Options:
+    seed: int
+    targets: list[str]
+    deadline: float
+    limit: int
+    slow: float
+    hang: float
+    mem_gb: float
+    mem_growth_mb: float
+    out: str
+    shape_rate: float = 0.25
+
+
+def _run_once(name: str, data: bytes, hang: float) -> tuple[float, str | None]:
+    """(seconds, problem) for one input; `problem` is a traceback line, 'hang' or None."""
+    signal.setitimer(signal.ITIMER_REAL, hang)
+    t0 = time.perf_counter()
+    try:
+        TARGETS[name](data)
+        problem = None
+    except Hang:
+        problem = "hang"
+    except MemoryError:
+        problem = "MemoryError"
+    except Exception:
+        problem = traceback.format_exc(limit=6).strip().splitlines()[-1]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return time.perf_counter() - t0, problem
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _save(out: str, name: str, kind: str, data: bytes) -> str:
+    digest = hashlib.sha1(data).hexdigest()[:16]
+    fname = f"{name}-{digest}.bin" if kind == "crash" else f"{name}-{kind}-{digest}.bin"
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / fname).write_bytes(data)
+    return fname
+
+
+def worker(opt: Options) -> Stats:
+    rng = random.Random(opt.seed)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    cap = int(opt.mem_gb * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
     seeds, rule_seeds = corpus(), rule_corpus()
-    counts = {t: 0 for t in targets.split(",")}
-    names = list(counts)
-    weights = [{"parse": 6, "explain": 3, "rule": 1}.get(t, 1) for t in names]
-    crashes: list[str] = []
+    st = Stats(counts={t: 0 for t in opt.targets})
+    weights = [{"parse": 6, "explain": 3, "rule": 1}.get(t, 1) for t in opt.targets]
     n = 0
-    while time.time() < deadline and n < limit:
-        name = rng.choices(names, weights)[0]
+    while time.time() < opt.deadline and n < opt.limit:
+        name = rng.choices(opt.targets, weights)[0]
         base = rule_seeds if name == "rule" else seeds
-        data = mutate(rng, base, whole=name == "rule") if rng.random() < 0.95 else \
+        data = mutate(rng, base, name == "rule", opt.shape_rate) if rng.random() < 0.95 else \
             bytes(rng.randrange(256) for _ in range(rng.randint(0, 3000)))
-        t0 = time.perf_counter()
-        try:
-            TARGETS[name](data)
-            problem = None
-        except Exception:
-            problem = traceback.format_exc(limit=6)
-        elapsed = time.perf_counter() - t0
-        if problem is None and elapsed > slow:
-            problem = f"slow: {elapsed:.1f} s"
-        if problem is not None:
-            digest = hashlib.sha1(data).hexdigest()[:16]
-            CRASH_DIR.mkdir(parents=True, exist_ok=True)
-            (CRASH_DIR / f"{name}-{digest}.bin").write_bytes(data)
-            crashes.append(f"{name}-{digest}: {problem.strip().splitlines()[-1]}")
-        counts[name] += 1
+        rss_before = _maxrss_mb()
+        elapsed, problem = _run_once(name, data, opt.hang)
+        small = len(data) < SLOW_LIMIT_BYTES
+        kind = None
+        if problem == "hang":
+            kind = "slow"
+            problem = f"hang: interrupted after {elapsed:.1f} s ({len(data)} bytes)"
+        elif problem == "MemoryError":
+            kind = "memory"
+            problem = f"MemoryError under the {opt.mem_gb:g} GB cap ({len(data)} bytes)"
+        elif problem is not None:
+            kind = "crash"
+        elif small and elapsed > opt.slow:
+            again, _ = _run_once(name, data, opt.hang)  # a busy machine can stall one run; two make a finding
+            if again > opt.slow:
+                kind, problem = "slow", f"slow: {elapsed:.1f} s and {again:.1f} s ({len(data)} bytes)"
+        elif small and _maxrss_mb() - rss_before > opt.mem_growth_mb:
+            kind = "memory"
+            problem = f"peak RSS grew {_maxrss_mb() - rss_before:.0f} MB ({len(data)} bytes)"
+        if kind is not None:
+            st.findings.append((kind, f"{_save(opt.out, name, kind, data)}: {problem}"))
+        if elapsed > st.max_time[0]:
+            st.max_time = (elapsed, name, len(data))
+        st.counts[name] += 1
+        st.bytes_run += len(data)
         n += 1
-    return counts, crashes
+    return st
 
 
 def main() -> int:
@@ -188,29 +277,48 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--target", default="parse,explain,rule", help="comma-separated: parse, explain, rule")
     ap.add_argument("--seed", type=int, default=int(time.time()))
-    ap.add_argument("--slow", type=float, default=10.0, help="seconds after which one input counts as a hang")
+    ap.add_argument("--slow", type=float, default=2.0, help="seconds after which an input under 1 MB is a finding")
+    ap.add_argument("--hang", type=float, default=30.0, help="seconds after which any input is interrupted")
+    ap.add_argument("--mem-gb", type=float, default=4.0, help="address-space cap of each worker (RLIMIT_AS)")
+    ap.add_argument("--mem-growth-mb", type=float, default=512.0,
+                    help="peak-RSS growth from one input under 1 MB that is a finding")
+    ap.add_argument("--out", default=str(CRASH_DIR), help="where findings are written (default fixtures/fuzz/)")
+    ap.add_argument("--shape-rate", type=float, default=0.25, help="share of inputs reshaped by fuzz_shapes")
     a = ap.parse_args()
+    targets = [t for t in a.target.split(",") if t]
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        ap.error(f"unknown target(s) {unknown}; choose from {', '.join(TARGETS)}")
     t0 = time.time()
-    deadline = t0 + a.seconds
-    args = [(a.seed + i, a.target, deadline, a.inputs, a.slow) for i in range(a.jobs)]
+    opts = [Options(a.seed + i, targets, t0 + a.seconds, a.inputs, a.slow, a.hang, a.mem_gb, a.mem_growth_mb, a.out,
+                    a.shape_rate) for i in range(a.jobs)]
     if a.jobs == 1:
-        results = [worker(args[0])]
+        results = [worker(opts[0])]
     else:
-        with mp.get_context("fork").Pool(a.jobs) as pool:
-            results = pool.map(worker, args)
+        with mp.get_context("fork").Pool(a.jobs, maxtasksperchild=1) as pool:
+            results = pool.map(worker, opts)
+    print(report(results, time.time() - t0, a.seed))
+    return 1 if any(r.findings for r in results) else 0
+
+
+def report(results: list[Stats], elapsed: float, seed: int) -> str:
     total: dict[str, int] = {}
-    crashes: list[str] = []
-    for counts, cr in results:
-        for k, v in counts.items():
+    for r in results:
+        for k, v in r.counts.items():
             total[k] = total.get(k, 0) + v
-        crashes += cr
-    elapsed = time.time() - t0
+    findings = [f for r in results for f in r.findings]
     n = sum(total.values())
-    print(f"{n} inputs in {elapsed:.0f} s ({n / elapsed:.0f}/s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
-    print(f"crashes: {len(crashes)}")
-    for c in crashes[:50]:
-        print("  " + c)
-    return 1 if crashes else 0
+    worst = max((r.max_time for r in results), default=(0.0, "", 0))
+    by_kind = {k: [w for kind, w in findings if kind == k] for k in ("crash", "slow", "memory")}
+    lines = [f"{n} inputs in {elapsed:.0f} s ({n / max(elapsed, 1e-9):.0f}/s, "
+             f"{sum(r.bytes_run for r in results) / 1e6:.0f} MB), seed {seed}",
+             "per target: " + ", ".join(f"{k} {v}" for k, v in total.items()),
+             f"crashes: {len(by_kind['crash'])}", f"slow findings: {len(by_kind['slow'])}",
+             f"memory findings: {len(by_kind['memory'])}",
+             f"max time per input: {worst[0]:.2f} s ({worst[1]}, {worst[2]} bytes)"]
+    for kind, items in by_kind.items():
+        lines += [f"  {kind}: {w}" for w in items[:50]]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,10 @@ def _longest_literal(branch: str) -> str:
             elif c == "[":
                 i = _after_class(branch, i)
                 continue
+            elif c == "{":  # a repeat count `{m,n}`: its digits are not text the match contains
+                j = branch.find("}", i)
+                i = j + 1 if j > 0 else len(branch)
+                continue
             elif c == "\\":
                 i += 2
                 continue

@@ -51,3 +51,17 @@ def test_prefilter_never_rejects_a_match() -> None:
 ])
 def test_shapes(pattern: str, expected: object) -> None:
     assert required_literals(pattern) == expected
+
+
+@pytest.mark.parametrize("pattern, line", [
+    ("a{1000}", "a" * 1000),
+    ("(.{1,5}){1,4}[#@]", "some text #"),
+    ("Error{1,3}: bad input", "Errorrr: bad input"),
+    ("rank {0,4}1000 failed", "rank 1000 failed"),
+    ("x{2,}yyyy", "xxxyyyy"),
+])
+def test_repeat_counts_are_not_required_text(pattern: str, line: str) -> None:
+    # the digits of `{m,n}` were taken for a literal the line must contain: such regexes never matched
+    assert compile_regex(pattern).search(line)
+    lits = required_literals(pattern)
+    assert lits is None or any(lit in (line.lower() if lits[0] else line) for lit in lits[1]), lits

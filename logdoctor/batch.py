@@ -118,6 +118,7 @@ def _non_text_ratio(head: bytes) -> float:
 
 _RULES: list[Any] | None = None  # set in the parent before workers fork: they share it copy-on-write
 _EVENTS: IO[bytes] | None = None  # this process's events file (an unlinked temp file), when --events
+_ENVELOPE: str | None = None      # --envelope (None: detected per file); set before workers fork, like _RULES
 
 
 def _set_events(sink: IO[bytes] | None) -> None:
@@ -152,7 +153,7 @@ def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] 
         if _EVENTS is not None:
             report = _diagnose_with_events(path)
         else:
-            report = diagnose_source(path, _RULES, display_path(path))
+            report = diagnose_source(path, _RULES, display_path(path), _ENVELOPE)
     except InputError as e:
         row.error = e.reason
         return row, None
@@ -181,38 +182,45 @@ def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] 
 
 def _diagnose_with_events(path: str) -> Any:
     """Diagnose and also append every event of this file, as JSON lines, to this process's events file."""
+    from .citations import Citations
     from .diagnose import diagnose
     from .parse import parse_source
     assert _EVENTS is not None and _RULES is not None
     out, shown = _EVENTS, display_path(path)
+    events = parse_source(path) if _ENVELOPE is None else parse_source(path, _ENVELOPE)
+    # events stay in reading order for the diagnosis; their rows cite the lines as given
+    citations = getattr(events, "citations", None) or Citations()
 
     def tee() -> Iterator[Any]:
-        for ev in parse_source(path):
-            line = json.dumps({"path": shown, "line": ev.line,
+        for ev in events:
+            line = json.dumps({"path": shown, "line": citations.line(ev.line),
                                "rank": ev.ranks or (None if ev.rank is None else str(ev.rank)),
                                "ts": ev.ts, "kind": ev.kind,
                                "fields": json.dumps(ev.fields, default=str, ensure_ascii=False)}, ensure_ascii=False)
             out.write(line.encode("utf-8", "backslashreplace") + b"\n")
             yield ev
-    return diagnose(tee(), _RULES, shown)
+    return diagnose(tee(), _RULES, shown, None, citations)
 
 
 def run_batch(paths: list[str], rule_dirs: list[str], jobs: int, want_run: bool = False,
               events: list[IO[bytes]] | None = None, progress: bool = False, timeout: float | None = None,
-              rules: list[Any] | None = None) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
+              rules: list[Any] | None = None, envelope: str | None = None
+              ) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
     """Yield (row, run) per path, in completion order.
 
     `timeout` (seconds, None or 0 for none) is each file's budget: a file over it gets the row
     `timed out after N s` and its worker is replaced. With a budget even `jobs=1` runs in a worker
     process, because only a separate process can be stopped in the middle of a regex. `events`: a list
     that receives the unlinked temp files holding every event as JSON lines (the caller closes them).
+    `envelope`: as `ingest.read_lines` takes it, for every file (None: detected per file).
     """
-    global _RULES
+    global _RULES, _ENVELOPE
     from .workers import Pool, worker_count
     if rules is None:
         from .rules import load_ruleset
         rules = load_ruleset(rule_dirs)
     _RULES = rules
+    _ENVELOPE = envelope
     total = len(paths)
     bar = _Progress(total) if progress else None
     if timeout is not None and timeout <= 0:

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import click
 
 from . import __version__
+from .envelope import LAYER_NAMES
 from .events import Event
 from .ingest import InputError
 from .paths import OutputError, display_path, display_text
@@ -123,9 +124,34 @@ def _require_content(run: Any, source: str) -> None:
         raise UsageError(f"{_label(source)}: empty input, nothing to analyse")
 
 
-def _events(source: str) -> Iterator[Event]:
+def _events(source: str, envelope: str | None = None) -> Iterator[Event]:
+    """Every event of one log, its lines those of the file as given."""
     from .parse import parse_source
-    return parse_source(source)
+    events = parse_source(source, envelope)
+    cite = events.citations.event
+    return (cite(ev) for ev in events)
+
+
+envelope_option = click.option(
+    "--envelope", type=click.Choice([*LAYER_NAMES, "none"]), default=None, metavar="NAME|none",
+    help="How the log was collected: peel only this envelope layer (" + ", ".join(LAYER_NAMES) + "), or none "
+         "at all. Default: recognised by the shape of the first lines.")
+
+
+def _summary_run(source: str, envelope: str | None) -> Any:
+    """The run summary of one log (bulk path for batch lines), its positions still in reading order,
+    and the map that cites them (citations.cite_run)."""
+    from .citations import Citations
+    from .launch import read_source
+    from .parse import parse_lines
+    from .summary import RunBuilder
+    builder = RunBuilder(source)
+    citations = Citations()
+    last = 0
+    for ev in parse_lines(read_source(source, builder.add_batch_lines, envelope), source, citations):
+        builder.add(ev)
+        last = max(last, ev.end_line or ev.line)
+    return builder.finish(last), citations
 
 
 def _dump(obj: Any) -> str:
@@ -154,14 +180,15 @@ def cli() -> None:
 @click.argument("logs", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "table"]), default="jsonl", show_default=True)
 @click.option("--all/--no-unparsed", "show_all", default=True, help="Include unparsed lines (default) or not.")
-def parse_cmd(logs: tuple[str, ...], fmt: str, show_all: bool) -> None:
-    """Print every event of LOG... (files, .gz, or - for stdin)."""
+@envelope_option
+def parse_cmd(logs: tuple[str, ...], fmt: str, show_all: bool, envelope: str | None) -> None:
+    """Print every event of LOG... (files, .gz, or - for stdin); lines are those of the file as given."""
     out = sys.stdout
     first_json = True
     if fmt == "json":
         out.write("[")
     for source in _sources(logs):
-        for ev in _events(source):
+        for ev in _events(source, envelope):
             if not show_all and ev.kind == "unparsed":
                 continue
             d = ev.to_dict()
@@ -189,11 +216,13 @@ def _short(v: Any, limit: int = 60) -> str:
 @cli.command("summary")
 @click.argument("log", required=False)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def summary_cmd(log: str | None, fmt: str) -> None:
+@envelope_option
+def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
     """Print the run summary of LOG (or - / stdin): config, stages, memory per rank, batches, failures."""
-    from .summary import summarize_source
+    from .citations import cite_run
     source = _sources((log,) if log else ())[0]
-    run = summarize_source(source)
+    run, citations = _summary_run(source, envelope)
+    cite_run(run, citations)
     run.source = _label(source)
     _require_content(run, source)
     if fmt == "json":
@@ -210,12 +239,12 @@ def summary_cmd(log: str | None, fmt: str) -> None:
               help="What-if: predict the KV cache and reserve at this value.")
 @click.option("--cuda-graph-max-bs", "bs", type=click.IntRange(1, 4096), default=None,
               help="What-if: scale the CUDA-graph memory to this largest captured batch.")
-def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None) -> None:
+@envelope_option
+def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, envelope: str | None) -> None:
     """Rebuild the KV-cache budget of LOG from its own numbers and say which flag to move which way."""
     from .memory import analyse, memory_text
-    from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
-    run = summarize_source(source)
+    run, _ = _summary_run(source, envelope)  # analyse compares positions: not cited
     run.source = _label(source)
     _require_content(run, source)
     analysis = analyse(run, mfs, bs)
@@ -245,21 +274,31 @@ def _load_rules(extra: tuple[str, ...]) -> list[Any]:
 
 
 @cli.command("explain")
-@click.argument("log", required=False)
+@click.argument("logs", nargs=-1, metavar="LOG...")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               help="Add rules from DIR (repeatable); a rule with the same id or name overrides a built-in.")
+@click.option("--one-launch", is_flag=True,
+              help="A directory holds the logs of one launch (one per node): diagnose them together.")
+@envelope_option
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when a failure is diagnosed.")
-def explain_cmd(log: str | None, fmt: str, rule_dirs: tuple[str, ...], exit_zero: bool) -> int:
-    """Say why the launch in LOG (a file, or - / stdin) failed: evidence, why, what to change.
+def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one_launch: bool,
+                envelope: str | None, exit_zero: bool) -> int:
+    """Say why the launch in LOG... failed: evidence, why, what to change.
+
+    LOG is a file (compressed or not) or - for stdin. Several LOGs (or a directory with --one-launch) are
+    the logs of one multi-node launch: read together, merged by time, the root cause found across nodes
+    and cited as NODE:LINE. A single log that interleaves several pods or hosts (`kubectl logs --prefix`,
+    stern) is split into its nodes the same way.
 
     Exit codes: 0 no failure found, 1 failure diagnosed, 2 usage or input error.
     """
-    from .diagnose import diagnose_source
+    from .launch import diagnose_logs
     rules = _load_rules(rule_dirs)
-    source = _sources((log,) if log else ())[0]
-    report = diagnose_source(source, rules, _label(source))
-    _require_content(report.run, source)
+    sources = _launch_sources(_sources(logs), one_launch)
+    report = diagnose_logs(sources, rules, _node_labels(sources), envelope)
+    if report.run.line_count == 0:
+        raise UsageError(f"{', '.join(_label(s) for s in sources)}: empty input, nothing to analyse")
     if fmt == "json":
         click.echo(_dump(report.to_dict()))
     elif fmt == "markdown":
@@ -270,6 +309,41 @@ def explain_cmd(log: str | None, fmt: str, rule_dirs: tuple[str, ...], exit_zero
         color = _color_enabled(sys.stdout)
         click.echo(explain_text(report, color=color), color=color)  # click strips ANSI unless told
     return EXIT_FAILURE_FOUND if report.verdict == "failed" and not exit_zero else EXIT_OK
+
+
+def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:
+    """The files of one launch: directories expanded (--one-launch), `-` at most once, no repeats."""
+    import os
+
+    from .batch import discover_inputs
+    out: list[str] = []
+    for s in sources:
+        if s != "-" and os.path.isdir(s):
+            if not one_launch:
+                raise UsageError(f"{_label(s)}: is a directory: add --one-launch to read every log in it as the "
+                                 f"logs of one launch, or use 'logdoctor batch {_label(s)}' for one diagnosis per log")
+            found = list(discover_inputs([s]))
+            for path, problem in found:
+                if problem is not None:
+                    raise UsageError(f"{_label(path)}: {problem}")
+            if not found:
+                raise UsageError(f"{_label(s)}: no logs in this directory (*.log, *.txt, *.out, *.err, *.gz)")
+            out.extend(path for path, _ in found)
+        else:
+            out.append(s)
+    if out.count("-") > 1:
+        raise UsageError("- (stdin) can be given once")
+    return list(dict.fromkeys(out))
+
+
+def _node_labels(sources: list[str]) -> list[str]:
+    """How citations name each file: its base name when those are unique, else the path as given."""
+    import os
+    labels = [_label(s) for s in sources]
+    if len(sources) < 2:
+        return labels
+    names = [_label(os.path.basename(s)) if s != "-" else "<stdin>" for s in sources]
+    return names if len(set(names)) == len(names) else labels
 
 
 @cli.group("rules")

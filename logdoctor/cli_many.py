@@ -44,7 +44,7 @@ def _destination(path: str | None) -> Destination | None:
 
 
 def _collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | None, no_progress: bool,
-             want_run: bool, timeout: float, events: list[IO[bytes]] | None = None
+             want_run: bool, timeout: float, events: list[IO[bytes]] | None = None, envelope: str | None = None
              ) -> tuple[list[Any], list[dict[str, Any]]]:
     from .batch import BatchRow, discover_inputs, run_batch
     from .cli import UsageError, _load_rules
@@ -58,7 +58,7 @@ def _collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | Non
     if not found:
         click.echo(f"logdoctor: no logs found in {' '.join(display_path(p) for p in paths)}", err=True)
     with closing(run_batch(files, list(rule_dirs), _jobs(jobs), want_run, events, _progress(no_progress),
-                           timeout, rules)) as results:
+                           timeout, rules, envelope)) as results:
         for row, run in results:
             rows.append(row)
             if run is not None:
@@ -125,12 +125,15 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
             f = opt(f)
         return f
 
+    from .cli import envelope_option
+
     @cli.command("batch")
     @click.argument("paths", nargs=-1)
     @many_logs
     @click.option("--events", "events_out", metavar="FILE.parquet", help="Also write every event of every log.")
+    @envelope_option
     def batch_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
-                  rule_dirs: tuple[str, ...], timeout: float, events_out: str | None) -> int:
+                  rule_dirs: tuple[str, ...], timeout: float, events_out: str | None, envelope: str | None) -> int:
         """Diagnose every log under PATHS (files, directories, globs, .gz): one row per log."""
         from .batch import BatchRow, row_dict
         dest, events_dest = _check_outputs(fmt, output, events_out)
@@ -138,7 +141,7 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         event_files: list[IO[bytes]] = []
         try:
             rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, timeout,
-                               event_files if events_dest else None)
+                               event_files if events_dest else None, envelope)
             from .tables import (  # polars: only once the workers have forked
                 batch_summary,
                 frame,
@@ -235,7 +238,7 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
         from .parse import parse_source
         dest = _destination(output)
         path, line = _split_source(source)
-        events = list(parse_source(path))
+        events = _cited(parse_source(path))
         if line is None:
             report = diagnose_source(path, _load_rules(()))
             line = report.primary.position if report.primary else None
@@ -290,6 +293,11 @@ def _split_source(source: str) -> tuple[str, int | None]:
     return source, None
 
 
+def _cited(events: Any) -> list[Any]:
+    """A source's events with the lines of the file as given (what LOG:LINE and reports name)."""
+    return [events.citations.event(e) for e in events]
+
+
 def _event_at(events: list[Any], line: int | None) -> tuple[str, str, str] | None:
     """(kind, field to match, its text) of the most telling event covering `line`."""
     if line is None:
@@ -310,7 +318,7 @@ def _evidence_text(path: str, line: int | None) -> str | None:
         return None
     try:
         from .parse import parse_source
-        hit = _event_at(list(parse_source(path)), line)
+        hit = _event_at(_cited(parse_source(path)), line)
     except Exception:
         return None
     return hit[2] if hit else None

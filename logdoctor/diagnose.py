@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .citations import Citations, cite_report
 from .engine import Diagnosis, evaluate_all, index_and_fold, render
 from .events import Event
 from .memory import analyse, template_values
@@ -31,9 +32,13 @@ class Report:
     run: Run
     memory: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    # the nodes read ({"node", "file", "ranks", "lines"}), when the report covers several
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    # the nodes the run's stage / failure / warning lines are on (citations.cite_run), several nodes only
+    run_nodes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "schema": SCHEMA,
             "source": self.source,
             "verdict": self.verdict,
@@ -41,6 +46,23 @@ class Report:
             "diagnoses": [d.to_dict() for d in self.diagnoses],
             "run": self.run.to_dict(),
         }
+        if self.nodes:
+            d["nodes"] = self.nodes
+            _add_run_nodes(d["run"], self.run_nodes)
+        if self.notes:
+            d["notes"] = self.notes
+        return d
+
+
+def _add_run_nodes(run: dict[str, Any], nodes: dict[str, Any]) -> None:
+    """`node` beside every stage / failure / warning line of a multi-node run."""
+    for name, node in nodes.get("stages", {}).items():
+        if name in run["stages"] and node is not None:
+            run["stages"][name]["node"] = node
+    for key in ("failures", "warnings"):
+        for item, node in zip(run[key], nodes.get(key, [])):
+            if node is not None:
+                item["node"] = node
 
 
 def _is_fatal(d: Diagnosis) -> bool:
@@ -88,32 +110,42 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
     return verdict, primary, ordered
 
 
-def diagnose_source(source: str, rules: list[Rule], label: str | None = None) -> Report:
-    """Read, parse, fold, match and rank one log; periodic batch lines take the bulk path."""
-    from .ingest import read_lines
+def diagnose_source(source: str, rules: list[Rule], label: str | None = None,
+                    envelope: str | None = None) -> Report:
+    """Read, parse, fold, match and rank one log; periodic batch lines take the bulk path.
+
+    `envelope`: as `ingest.read_lines` takes it (None: detect by shape)."""
+    from .launch import read_source
     from .parse import parse_lines
     builder = RunBuilder(label or source)
-    events = parse_lines(read_lines(source, builder.add_batch_lines), label or source)
-    return diagnose(events, rules, label or source, builder)
+    citations = Citations()
+    events = parse_lines(read_source(source, builder.add_batch_lines, envelope), label or source, citations)
+    return diagnose(events, rules, label or source, builder, citations)
 
 
 def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
-             builder: RunBuilder | None = None) -> Report:
-    """Fold, match and rank one log's events (streaming: events are consumed once)."""
+             builder: RunBuilder | None = None, citations: Citations | None = None) -> Report:
+    """Fold, match and rank one log's events (streaming: events are consumed once).
+
+    Events are ordered by position; `citations` (filled while the events are read) turns positions
+    into the lines as given once the ranking is done."""
     builder = builder or RunBuilder(source)
     index = index_and_fold(events, builder)
     run = builder.run
     diags = evaluate_all(rules, index, run)
     mem = analyse(run)
     mem_values = template_values(mem)
+    verdict, primary, ordered = rank_diagnoses(diags, run)
+    report = Report(source, verdict, primary, ordered, run, mem.to_dict())
+    if citations is not None:
+        cite_report(report, citations)  # after ranking: nothing orders by position any more
     for d in diags:
         d.values["mem"] = mem_values
         d.explanation = render(d.rule.explanation, d.values)
         d.remedies = [render(r, d.values) for r in d.rule.remedy]
         if d.category == "memory_pressure":
             d.memory = mem.to_dict()
-    verdict, primary, ordered = rank_diagnoses(diags, run)
-    return Report(source, verdict, primary, ordered, run, mem.to_dict())
+    return report
 
 
 __all__ = ["Report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]

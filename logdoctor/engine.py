@@ -52,6 +52,14 @@ class Evidence:
     text: str
     kind: str
     end_line: int | None = None
+    node: str | None = None           # set when the report covers several nodes (citations.cite_report)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"line": self.line, "rank": self.ranks or (None if self.rank is None else f"rank{self.rank}"),
+                             "text": self.text}
+        if self.node is not None:
+            d["node"] = self.node
+        return d
 
 
 @dataclass
@@ -65,6 +73,7 @@ class Diagnosis:
     remedies: list[str] = field(default_factory=list)
     memory: dict[str, Any] | None = None
     counted: bool = False             # set by the ranking: this diagnosis is a failure of this run
+    node: str | None = None           # the node `position` is on, when the report covers several
 
     @property
     def category(self) -> str:
@@ -75,10 +84,11 @@ class Diagnosis:
             "rule": self.rule.id, "name": self.rule.name, "category": self.rule.category,
             "title": self.rule.title, "severity": self.rule.severity, "fatal": self.counted,
             "confidence": round(self.confidence, 3), "line": self.position,
-            "evidence": [{"line": e.line, "rank": e.ranks or (None if e.rank is None else f"rank{e.rank}"),
-                          "text": e.text} for e in self.evidence],
-            "explanation": self.explanation, "remedies": self.remedies,
         }
+        if self.node is not None:
+            d["node"] = self.node
+        d["evidence"] = [e.to_dict() for e in self.evidence]
+        d["explanation"], d["remedies"] = self.explanation, self.remedies
         if self.memory is not None:
             d["memory"] = self.memory
         return d

@@ -74,6 +74,7 @@ class Event:
     template: str | None = None     # catalog template id when the line matched one
     end_line: int | None = None     # last line of a multi-line block
     source: str = ""                # file the event came from
+    node: str | None = None         # the node (pod / host / file of a multi-node launch) it came from
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind, "line": self.line}
@@ -87,6 +88,8 @@ class Event:
             d["template"] = self.template
         d["fields"] = self.fields
         d["text"] = self.text
+        if self.node is not None:
+            d["node"] = self.node
         return d
 
 

@@ -19,11 +19,12 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .citations import Citations
 from .errortext import RootCause, cuda_error_fields, oom_fields, torchrun_root_cause
 from .events import Event, bound_event, clip
 from .finishers import AVAILABLE_TOKENS, TRY_TOKENS
 from .grammar import extract_pairs, nccl_watchdog_fields, parse_batch, parse_message
-from .ingest import Line, read_lines
+from .ingest import Line, node_of
 from .prefix import Prefixed, split_prefix
 from .values import to_int
 
@@ -69,6 +70,7 @@ MAX_CHAIN = 50
 MAX_BLOCK_LINES = 5000           # lines one traceback / C++ stack / dump may absorb before it is closed
 MAX_MESSAGE_LINES = 1000         # continuation lines of one exception message (a torchrun summary of 100+ ranks)
 MAX_MESSAGE_CHARS = 8192         # of which this much text is kept (the rest is read, not stored)
+MAX_DEFERRED = 1000               # other processes' events held while a block is open (then it is closed)
 MAX_KEPT_LINES = 200             # lines a fatal / C++ / solutions block stores for its fields
 class _Block:
     """An open multi-line event being assembled."""
@@ -108,17 +110,37 @@ class _Block:
             self.message = []
 
 
+_EMITTER_KEYS = ("pod", "container", "host", "ip", "actor", "pid")
+
+
+def _emitter(attrs: dict[str, str] | None) -> tuple[str | None, ...] | None:
+    """Which process wrote a line, as far as its envelope says (None: it says nothing)."""
+    if not attrs:
+        return None
+    key = tuple(attrs.get(k) for k in _EMITTER_KEYS)
+    return key if any(key) else None
+
+
 class EventParser:
     """Feeds lines, yields events in line order. One instance per source."""
 
     def __init__(self, source: str = "") -> None:
         self.source = source
         self.block: _Block | None = None
+        self.block_emitter: tuple[str | None, ...] | None = None   # who wrote the open block's first line
+        self.deferred: list[Event] = []     # other processes' events that arrived inside the open block
         self.pending_process: tuple[str | None, int] | None = None
         self.last_dead: Event | None = None
+        self.last_dead_line = 0             # its line as read (the event itself may be renumbered once out)
 
     # -------------------------------------------------------------------------- block handling
     def _close(self) -> list[Event]:
+        if self.deferred:
+            deferred, self.deferred = self.deferred, []
+            return sorted(self._close_block() + deferred, key=lambda e: e.line)  # stable: in line order
+        return self._close_block()
+
+    def _close_block(self) -> list[Event]:
         b = self.block
         if b is None:
             return []
@@ -150,7 +172,7 @@ class EventParser:
 
         def mk(kind: str, fields: dict[str, Any]) -> Event:
             return Event(kind, line, fields, tb.rank, tb.ranks, tb.ts, tb.secs, first[:500], None, line,
-                         self.source)
+                         self.source, tb.node)
 
         parsed = parse_message(first) if first else None
         if parsed is not None:
@@ -308,15 +330,43 @@ class EventParser:
         p = split_prefix(ln.text)
         out: list[Event] = []
         if self.block is not None:
+            if ln.attrs is not None:
+                # Ray's own daemon never writes part of a worker's block; another known writer does not either
+                emitter = _emitter(ln.attrs)
+                if emitter is not None and emitter != self.block_emitter and (
+                        self.block_emitter is not None or ln.attrs.get("actor") == "raylet"):
+                    return self._interleaved(ln, p)
             consumed, closed = self._continue_block(ln, p)
             out.extend(closed)
             if consumed:
                 return [bound_event(e) for e in out]
         out.extend(self._single(ln, p))
+        if self.block is not None:
+            self.block_emitter = _emitter(ln.attrs) if ln.attrs is not None else None
         return [bound_event(e) for e in out]
 
+    def _interleaved(self, ln: Line, p: Prefixed) -> list[Event]:
+        """A line another process wrote into the middle of an open block (a `(raylet)` line inside a
+        worker's stack): its own event, and the block stays open; its events wait until the block
+        closes, so events still leave in line order. When that line starts a block of its own, the other
+        process has taken over the output: the held block ends there, as it always did."""
+        held, held_emitter = self.block, self.block_emitter
+        self.block = None
+        out = self._single(ln, p)
+        if self.block is None and len(self.deferred) < MAX_DEFERRED:
+            self.block, self.block_emitter = held, held_emitter
+            self.deferred.extend(out)
+            return []
+        started, self.block = self.block, held
+        closed = self._close()
+        self.block = started
+        if started is not None:
+            self.block_emitter = _emitter(ln.attrs)
+        return [bound_event(e) for e in closed + out]
+
     def _event(self, kind: str, ln: Line, p: Prefixed, fields: dict[str, Any], template: str | None = None) -> Event:
-        return Event(kind, ln.number, fields, p.rank, p.ranks, p.ts, p.secs, p.body, template, None, self.source)
+        return Event(kind, ln.number, fields, p.rank, p.ranks, p.ts, p.secs, p.body, template, None, self.source,
+                     node_of(ln.attrs) if ln.attrs is not None else None)
 
     def _single(self, ln: Line, p: Prefixed) -> list[Event]:
         body = p.body
@@ -333,8 +383,8 @@ class EventParser:
             kind, fields = parsed
             ev = self._event(kind, ln, p, fields)
             if kind == "scheduler_dead":
-                self.last_dead = ev
-            elif kind == "exit_code" and self.last_dead is not None and ln.number - self.last_dead.line <= 2:
+                self.last_dead, self.last_dead_line = ev, ln.number
+            elif kind == "exit_code" and self.last_dead is not None and ln.number - self.last_dead_line <= 2:
                 # X13 then X14: the code belongs to the rank named on the line before
                 self.last_dead.fields.setdefault("exit_code", fields.get("exit_code"))
             if str(fields.get("rest", "")).endswith("Traceback (most recent call last):"):
@@ -456,17 +506,47 @@ class EventParser:
         return [bound_event(e) for e in self._close()]
 
 
-def parse_lines(lines: Iterable[Line], source: str = "") -> Iterator[Event]:
+def parse_lines(lines: Iterable[Line], source: str = "", citations: Citations | None = None) -> Iterator[Event]:
+    """Events in line order, `line` the position in the stream as read. A line read out of file order
+    (`Line.origin`, a newest-first export) is noted in `citations`, which turns positions back into
+    the lines as given (citations.py)."""
     parser = EventParser(source)
-    for ln in lines:
-        yield from parser.feed(ln)
+    feed = parser.feed
+    if citations is None:
+        for ln in lines:
+            yield from feed(ln)
+    else:
+        note = citations.note_origin
+        for ln in lines:
+            if ln.origin is not None:
+                note(ln.number, ln.origin)
+            yield from feed(ln)
     for ev in parser.finish():
         yield ev
 
 
-def parse_source(source: str | os.PathLike[str]) -> Iterator[Event]:
-    """Every event of one file (or `-`), in line order. Raises ingest.InputError if unreadable."""
-    return parse_lines(read_lines(source), str(source))
+class SourceEvents:
+    """The events of one source in reading order (`line` is the position, as diagnosis orders by it),
+    with `citations`, the map from positions to the lines of the file as given (`citations.event(ev)`
+    before showing an event). The map is filled as the events are read."""
+
+    def __init__(self, events: Iterator[Event], citations: Citations) -> None:
+        self._events = events
+        self.citations = citations
+
+    def __iter__(self) -> SourceEvents:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+
+def parse_source(source: str | os.PathLike[str], envelope: str | None = None) -> SourceEvents:
+    """Every event of one file (or `-`), in line order. Raises ingest.InputError if unreadable.
+    `envelope`: as `ingest.read_lines` takes it."""
+    from .launch import read_source
+    citations = Citations()
+    return SourceEvents(parse_lines(read_source(str(source), None, envelope), str(source), citations), citations)
 
 
 def parse_text(text: str, source: str = "<text>") -> list[Event]:
@@ -474,4 +554,4 @@ def parse_text(text: str, source: str = "<text>") -> list[Event]:
     return list(parse_lines(lines_from_text(text), source))
 
 
-__all__ = ["EventParser", "parse_lines", "parse_source", "parse_text", "oom_fields", "extract_pairs"]
+__all__ = ["EventParser", "SourceEvents", "parse_lines", "parse_source", "parse_text", "oom_fields", "extract_pairs"]

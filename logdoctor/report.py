@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .citations import where
 from .summary import STAGES, Run
 
 if TYPE_CHECKING:
@@ -93,12 +94,15 @@ def explain_text(report: "Report", color: bool = False) -> str:
         head += "  no failure and no ready line: a fragment, or a launch that stopped"
     out.append(head)
     out.append(f"{s['dim']}{report.source}{s['reset']}")
+    if report.nodes:
+        out.append(f"{s['dim']}{_nodes_text(report)}{s['reset']}")
+    out.extend(f"{s['yellow']}note: {n}{s['reset']}" for n in report.notes)
     if p is not None:
         out.append("")
         out.append(f"{s['bold']}Evidence{s['reset']}")
         for e in p.evidence:
             rank = e.ranks or ("" if e.rank is None else f"rank{e.rank}")
-            out.append(f"  {s['cyan']}line {e.line}{s['reset']}{_rank_label(rank)}: {e.text}")
+            out.append(f"  {s['cyan']}{where(e.node, e.line)}{s['reset']}{_rank_label(rank)}: {e.text}")
         out.append("")
         out.append(f"{s['bold']}Why{s['reset']}")
         out.extend(_wrap(p.explanation, "  "))
@@ -110,7 +114,8 @@ def explain_text(report: "Report", color: bool = False) -> str:
             out.extend(lines[1:])
         if p.memory:
             out.append("")
-            out.append(f"{s['bold']}The memory budget{s['reset']} (logdoctor memory {report.source} for the per-rank picture)")
+            out.append(f"{s['bold']}The memory budget{s['reset']} (logdoctor memory {_file_of(report, p.node)} for the "
+                       "per-rank picture)")
             out.extend(_memory_lines(p.memory))
     others = [d for d in report.diagnoses if d is not p]
     if others:
@@ -119,10 +124,10 @@ def explain_text(report: "Report", color: bool = False) -> str:
         for d in others[:8]:
             kind = ("fatal" if d.counted else "cascade" if d.rule.cascade else
                     "did not stop the server" if d.rule.fatal else d.rule.severity)
-            out.append(f"  line {d.position}: {d.rule.id} {d.rule.title} ({d.category}, {kind})")
+            out.append(f"  {where(d.node, d.position)}: {d.rule.id} {d.rule.title} ({d.category}, {kind})")
     out.append("")
     out.append(f"{s['bold']}Stages{s['reset']}")
-    out.append("  " + _stages_line(report.run))
+    out.append("  " + _stages_line(report.run, report.run_nodes.get("stages")))
     return "\n".join(out)
 
 
@@ -135,7 +140,7 @@ def _memory_lines(mem: dict) -> list[str]:  # type: ignore[type-arg]
     return out
 
 
-def _stages_line(run: Run) -> str:
+def _stages_line(run: Run, nodes: "dict[str, str | None] | None" = None) -> str:
     parts = []
     for name in STAGES:
         st = run.stages.get(name)
@@ -144,8 +149,24 @@ def _stages_line(run: Run) -> str:
             continue
         dur = f" {st.duration_s:.0f}s" if st.duration_s else ""
         ts = (st.first_ts or "").split(" ")[-1]
-        parts.append(f"{name} ✓ (line {st.first_line}{', ' + ts if ts else ''}{dur})")
+        at = where((nodes or {}).get(name), st.first_line)
+        parts.append(f"{name} ✓ ({at}{', ' + ts if ts else ''}{dur})")
     return " → ".join(parts)
+
+
+def _file_of(report: "Report", node: "str | None") -> str:
+    """The file a node's lines are in (the report's source for a single log)."""
+    return next((n["file"] for n in report.nodes if n["node"] == node), report.source)
+
+
+def _nodes_text(report: "Report") -> str:
+    """`nodes    node0.log (ranks 0-7), node1.log (ranks 8-15)`: what a multi-node report read."""
+    items = []
+    for n in report.nodes:
+        items.append(f"{n['node']} (ranks {n['ranks']})" if n.get("ranks") else n["node"])
+    files = {n.get("file") for n in report.nodes}
+    where_from = f" in {files.pop()} (lines of that file)" if len(files) == 1 else ""
+    return f"{len(items)} nodes{where_from}: " + ", ".join(items)
 
 
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
@@ -159,14 +180,15 @@ def explain_markdown(report: "Report") -> str:
     if p is not None:
         out.append(f"### logdoctor: **{report.verdict}** — `{p.category}`: {p.rule.title}")
         out.append("")
-        out.append(f"Rule `{p.rule.id}` ({p.rule.name}), confidence {p.confidence:.2f}. Source: `{report.source}`")
+        out.append(f"Rule `{p.rule.id}` ({p.rule.name}), confidence {p.confidence:.2f}. Source: `{report.source}`"
+                   + (f" ({_nodes_text(report)})" if report.nodes else ""))
         out.append("")
         out.append("**Evidence**")
         out.append("")
         out.append("```")
         for e in p.evidence:
             rank = e.ranks or ("" if e.rank is None else f"rank{e.rank}")
-            out.append(f"line {e.line}{_rank_label(rank)}: {e.text}")
+            out.append(f"{where(e.node, e.line)}{_rank_label(rank)}: {e.text}")
         out.append("```")
         out.append("")
         out.append("**Why**")
@@ -197,11 +219,11 @@ def explain_markdown(report: "Report") -> str:
         out.append("<details><summary>Also seen</summary>")
         out.append("")
         for d in others[:10]:
-            out.append(f"- line {d.position}: `{d.rule.id}` {d.rule.title} ({d.category})")
+            out.append(f"- {where(d.node, d.position)}: `{d.rule.id}` {d.rule.title} ({d.category})")
         out.append("")
         out.append("</details>")
     out.append("")
-    out.append(f"Stages: {_stages_line(report.run)}")
+    out.append(f"Stages: {_stages_line(report.run, report.run_nodes.get('stages'))}")
     return "\n".join(out)
 
 

@@ -36,7 +36,8 @@ _SERVING_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
 # bounded numerals with a guard after them: a 400-digit value does not match at all (rather than
 # giving inf, or its first 15 digits, or a ValueError from int() beyond 4300 digits)
 _DECIMAL = rb"([0-9]{1,15}(?:\.[0-9]{1,12}(?![0-9])|(?!\.?[0-9])))"
-_RX_TPUT = re.compile(rb"gen throughput \(token/s\): " + _DECIMAL)
+# `\/`: some JSON encoders (fluent-bit) escape the slash of an enveloped line
+_RX_TPUT = re.compile(rb"gen throughput \(token\\?/s\): " + _DECIMAL)
 _RX_USAGE = re.compile(rb"token usage: " + _DECIMAL)
 _RX_QUEUE = re.compile(rb"#queue-req: ([0-9]{1,15})(?![0-9])")
 _RX_RUNNING = re.compile(rb"#running-req: ([0-9]{1,15})(?![0-9])")
@@ -266,7 +267,7 @@ class RunBuilder:
         self.n_decode += n_decode
         self.n_prefill += blob.count(b"Prefill batch")
         self.run.event_count += blob.count(b"\n") + 1
-        self.n_access += blob.count(b'HTTP/1.1"')
+        self.n_access += blob.count(b'HTTP/1.1"') + blob.count(b'HTTP/1.1\\"')  # plain, and inside JSON
         self.decode_tput.extend(map(float, _RX_TPUT.findall(blob)))
         usage = _RX_USAGE.findall(blob)
         if usage:

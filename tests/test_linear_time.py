@@ -28,7 +28,8 @@ GUARD_S = 120  # a hang guard, not a speed goal: each input here took from 10 s 
 
 AUDITED_MODULES = ["logdoctor.parse", "logdoctor.errortext", "logdoctor.finishers", "logdoctor.prefix",
                    "logdoctor.values", "logdoctor.summary", "logdoctor.grammar", "logdoctor.memory",
-                   "logdoctor.serverargs", "logdoctor.events"]
+                   "logdoctor.serverargs", "logdoctor.events", "logdoctor.envelope",
+                   "logdoctor.envelope_json", "logdoctor.envelope_stream", "logdoctor.ingest", "logdoctor.launch"]
 
 # Runs of one character class and repeated sub-patterns (the shapes the fuzzer never made), and lead-ins
 # that carry a pattern up to its quantified part (`host:1:2 [0] ` then 40k spaces was the NCCL case).

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from logdoctor.ingest import lines_from_text
 from logdoctor.prefix import split_prefix
 
 
@@ -24,13 +25,23 @@ from logdoctor.prefix import split_prefix
     ("E1130 01:46:32.635000 878 torch/distributed/elastic/multiprocessing/api.py:986] failed", "failed", None, None, "glog"),
     ("WARNING 05-25 00:00:25 custom_all_reduce.py:74] Custom allreduce is disabled", "Custom allreduce is disabled", None, None, "vllm"),
     ("[Gloo] Rank 0 is connected to 1 peer ranks.", "Rank 0 is connected to 1 peer ranks.", None, None, "gloo"),
+])
+def test_prefix_forms(line: str, body: str, ranks: str | None, rank: int | None, origin: str) -> None:
+    p = split_prefix(line)
+    assert (p.body, p.ranks, p.rank, p.origin) == (body, ranks, rank, origin)
+
+
+@pytest.mark.parametrize("line, body, ranks, rank, origin", [
     ("(SchedulerActor pid=123, ip=10.0.0.1) [2025-01-01 10:00:00 TP0] x", "x", "TP0", 0, "sglang"),
     ("2025-01-01T10:00:00.123456789Z [2025-01-01 10:00:00 TP5] x", "x", "TP5", 5, "sglang"),
     ("Jan 01 10:00:00 gpu-node python3[4242]: [2025-01-01 10:00:00 TP1] x", "x", "TP1", 1, "sglang"),
     ("3: [2025-01-01 10:00:00 TP3] x", "x", "TP3", 3, "sglang"),
 ])
-def test_prefix_forms(line: str, body: str, ranks: str | None, rank: int | None, origin: str) -> None:
-    p = split_prefix(line)
+def test_collector_envelopes_are_peeled_before_the_prefix(line: str, body: str, ranks: str | None, rank: int | None,
+                                                           origin: str) -> None:
+    # the envelope is ingest's (envelope.py): the prefix stage sees the line without it
+    [ln] = list(lines_from_text(line + "\n"))
+    p = split_prefix(ln.text)
     assert (p.body, p.ranks, p.rank, p.origin) == (body, ranks, rank, origin)
 
 

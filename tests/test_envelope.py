@@ -280,15 +280,7 @@ def test_wrap_width_is_measured_after_peeling() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# the regex audit of tests/test_linear_time.py, over the envelope modules
-
-
-def test_every_envelope_pattern_is_linear_on_long_runs() -> None:
-    from test_linear_time import AUDIT_SCRIPT, GUARD_S
-    proc = subprocess.run([sys.executable, "-c", AUDIT_SCRIPT, "100000", "logdoctor.envelope", "logdoctor.ingest"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=GUARD_S, check=False)
-    assert proc.returncode == 0, proc.stderr[-500:]
-    assert proc.stdout.splitlines()[-1].startswith("DONE")
+# hostile lines (the regex audit of every envelope module is in tests/test_linear_time.py)
 
 
 def test_hostile_envelope_lines_end_in_bounded_time() -> None:

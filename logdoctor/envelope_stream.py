@@ -21,6 +21,11 @@ from typing import Any
 from .envelope import MAYBE_FIRST, Envelope
 
 SPOOL_MEMORY = 32 << 20
+# A newest-first export is reversed only this far (its first, i.e. newest, part): an endless or huge
+# stream must not fill the disk, or the offsets the memory. Real exports are far smaller (GCP's
+# download holds at most some 10^5 entries).
+REVERSE_MAX_BYTES = 2 << 30
+REVERSE_MAX_LINES = 16_000_000       # 128 MB of offsets
 HOLD_LINES = 1000
 _NEEDS_SPLIT = ("\n", "\r", "\x1b", "\x00")
 
@@ -109,7 +114,10 @@ def _split_line(ln: Any, text: str, split: Callable[[str], list[str]]) -> list[A
 
 
 def reversed_raws(raws: Iterable[tuple[bytes, bool]]) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number in the file, raw bytes, truncated) from the last physical line to the first."""
+    """(line number in the file, raw bytes, truncated) from the last physical line to the first.
+
+    Past REVERSE_MAX_BYTES or REVERSE_MAX_LINES the rest is not read: what is reversed is the file's
+    first part, which in a newest-first export holds the newest lines (where a launch's end is)."""
     offsets = array("q")
     with SpooledTemporaryFile(max_size=SPOOL_MEMORY) as spool:
         pos = 0
@@ -117,6 +125,8 @@ def reversed_raws(raws: Iterable[tuple[bytes, bool]]) -> Iterator[tuple[int, byt
             offsets.append(-pos - 1 if truncated else pos)  # the sign carries the truncation mark
             spool.write(raw)
             pos += len(raw)
+            if pos >= REVERSE_MAX_BYTES or len(offsets) >= REVERSE_MAX_LINES:
+                break
         end = pos
         for i in range(len(offsets) - 1, -1, -1):
             off = offsets[i]

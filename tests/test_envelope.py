@@ -359,3 +359,15 @@ def test_newest_first_with_times_that_tie() -> None:
     rows = ["ERROR 2025-04-05T00:01:19.210Z c", "ERROR 2025-04-05T00:01:19.210Z b", "ERROR 2025-04-05T00:01:19.209Z a"]
     got = [(ln.number, ln.origin, ln.text) for ln in lines_from_text("\n".join(rows) + "\n")]
     assert got == [(1, 3, "a"), (2, 2, "b"), (3, 1, "c")]
+
+
+def test_a_newest_first_stream_is_reversed_only_up_to_its_bound(monkeypatch) -> None:
+    """An endless newest-first stream must neither fill the disk nor hang: its newest part is read."""
+    import itertools
+
+    from logdoctor import envelope_stream
+    monkeypatch.setattr(envelope_stream, "REVERSE_MAX_LINES", 1000)
+    endless = ((f"ERROR 2025-04-05T00:01:{i % 60:02d}.000Z line {i}".encode(), False) for i in itertools.count())
+    got = list(envelope_stream.reversed_raws(endless))
+    assert len(got) == 1000
+    assert got[0][0] == 1000 and got[-1] == (1, b"ERROR 2025-04-05T00:01:00.000Z line 0", False)

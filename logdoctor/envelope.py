@@ -51,8 +51,10 @@ _SEVERITY_WORDS = frozenset({"DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "E
 # short-iso-precise (`2025-04-05T00:01:19[.123456]+00:00 host …`); kernel lines are left whole (the
 # `kernel:` tag is what the OOM-killer rules look for)
 _BSD_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?"
+# short-full (`Fri 2025-04-05 00:01:19 UTC `) and short-unix (`1712275279.209123 `) as well
+_FULL_TIME = r"[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? (?:[A-Za-z]{1,6}|[+-]\d\d(?::?\d\d)?)"
 _JOURNALD = re.compile(
-    rf"({_BSD_TIME}|\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{{1,6}})?(?:Z|[+-]\d\d:?\d\d)) ([\w.-]{{1,256}}) "
+    rf"({_BSD_TIME}|\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{{1,6}})?(?:Z|[+-]\d\d:?\d\d)|{_FULL_TIME}|\d{{9,11}}\.\d{{6}}) ([\w.-]{{1,256}}) "
     r"(?!kernel:)([\w.@/-]{1,256})(?:\[(\d{1,12})\])?: ")
 _SYSLOG_3164 = re.compile(
     rf"<\d{{1,3}}>({_BSD_TIME}) ([\w.-]{{1,256}}) (?!kernel:)([\w.@/-]{{1,256}})(?:\[(\d{{1,12}})\])?: ")
@@ -246,6 +248,7 @@ PEELERS: dict[str, Callable[[str], Peeled | None]] = {
 ORDER = ("json", "cri", "syslog", "journald", "severity", "rfc3339", "kubectl-prefix", "ray", "compose", "stern",
          "srun", "quote")
 _ALWAYS = ("cri", "syslog", "journald", "severity", "rfc3339", "kubectl-prefix", "ray")
+_WEEKDAYS = frozenset({"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"})
 _MONTHS = frozenset(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"])
 
 
@@ -261,7 +264,7 @@ def maybe_distinctive(t: str) -> bool:
     if c == "[":  # `[pod/…] ` (kubectl), or a pasted Ray colour `[36m(`; never SGLang's `[2025-…`
         return t.startswith("[pod/") or "m" in t[2:4]
     if "A" <= c <= "Z":
-        if t[3:4] == " " and t[:3] in _MONTHS:
+        if t[3:4] == " " and (t[:3] in _MONTHS or (t[:3] in _WEEKDAYS and t[4:5].isdigit())):  # short-full
             return True
         sp = t.find(" ", 4, 10)
         return sp > 0 and t[:sp] in _SEVERITY_WORDS and t[sp + 1:sp + 2].isdigit()

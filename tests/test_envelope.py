@@ -371,3 +371,14 @@ def test_a_newest_first_stream_is_reversed_only_up_to_its_bound(monkeypatch) -> 
     got = list(envelope_stream.reversed_raws(endless))
     assert len(got) == 1000
     assert got[0][0] == 1000 and got[-1] == (1, b"ERROR 2025-04-05T00:01:00.000Z line 0", False)
+
+
+@pytest.mark.parametrize("stamp", ["1712275279.209123", "Fri 2025-04-05 00:01:19 UTC", "Fri 2025-04-05 00:01:19.209123 +0200"])
+def test_journalctl_short_unix_and_short_full_are_peeled(stamp: str) -> None:
+    body = "[2025-04-05 00:01:19 TP0] Load weight begin. avail mem=78.50 GB"
+    text = "".join(f"{stamp} gpu-node-3 python3[1234]: {body}\n" for _ in range(3))
+    got = list(lines_from_text(text))
+    assert [ln.text for ln in got] == [body] * 3
+    assert got[0].attrs is not None
+    assert got[0].attrs["host"] == "gpu-node-3" and got[0].attrs["unit"] == "python3" and got[0].attrs["pid"] == "1234"
+    assert got[0].attrs["time"] == stamp

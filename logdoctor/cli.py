@@ -138,22 +138,6 @@ envelope_option = click.option(
          "at all. Default: recognised by the shape of the first lines.")
 
 
-def _summary_run(source: str, envelope: str | None) -> Any:
-    """The run summary of one log (bulk path for batch lines), its positions still in reading order,
-    and the map that cites them (citations.cite_run)."""
-    from .citations import Citations
-    from .launch import read_source
-    from .parse import parse_lines
-    from .summary import RunBuilder
-    builder = RunBuilder(source)
-    citations = Citations()
-    last = 0
-    for ev in parse_lines(read_source(source, builder.add_batch_lines, envelope), source, citations):
-        builder.add(ev)
-        last = max(last, ev.end_line or ev.line)
-    return builder.finish(last), citations
-
-
 def _dump(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, default=_json_default)
 
@@ -219,9 +203,11 @@ def _short(v: Any, limit: int = 60) -> str:
 @envelope_option
 def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
     """Print the run summary of LOG (or - / stdin): config, stages, memory per rank, batches, failures."""
-    from .citations import cite_run
+    from .citations import Citations, cite_run
+    from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
-    run, citations = _summary_run(source, envelope)
+    citations = Citations()
+    run = summarize_source(source, envelope, citations)
     cite_run(run, citations)
     run.source = _label(source)
     _require_content(run, source)
@@ -243,8 +229,9 @@ def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
 def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, envelope: str | None) -> None:
     """Rebuild the KV-cache budget of LOG from its own numbers and say which flag to move which way."""
     from .memory import analyse, memory_text
+    from .summary import summarize_source
     source = _sources((log,) if log else ())[0]
-    run, _ = _summary_run(source, envelope)  # analyse compares positions: not cited
+    run = summarize_source(source, envelope)  # analyse compares positions: not cited
     run.source = _label(source)
     _require_content(run, source)
     analysis = analyse(run, mfs, bs)

@@ -115,11 +115,11 @@ def diagnose_source(source: str, rules: list[Rule], label: str | None = None,
     """Read, parse, fold, match and rank one log; periodic batch lines take the bulk path.
 
     `envelope`: as `ingest.read_lines` takes it (None: detect by shape)."""
-    from .launch import read_source
+    from .ingest import read_lines
     from .parse import parse_lines
     builder = RunBuilder(label or source)
     citations = Citations()
-    events = parse_lines(read_source(source, builder.add_batch_lines, envelope), label or source, citations)
+    events = parse_lines(read_lines(source, builder.add_batch_lines, envelope), label or source, citations)
     return diagnose(events, rules, label or source, builder, citations)
 
 

@@ -49,7 +49,7 @@ MIN_WRAP_WIDTH, MAX_WRAP_WIDTH = 60, 4096   # terminal widths a hard wrap can co
 _READ_BUFFER = 1 << 16
 
 __all__ = ["LAYER_NAMES", "MAX_LINE_BYTES", "TRUNCATION_MARK", "InputError", "Line", "clean_lines", "decoded_lines",
-           "iter_sources", "lines_from_text", "node_of", "open_source", "read_lines"]
+           "iter_sources", "lines_from_text", "node_of", "open_source", "read_lines", "read_stream"]
 
 
 @dataclass(slots=True)
@@ -543,6 +543,17 @@ def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = No
     if envelope is not None and envelope != "none" and envelope not in LAYER_NAMES:
         raise ValueError(f"unknown envelope {envelope!r} (one of: none, {', '.join(LAYER_NAMES)})")
     stream = open_source(source)
+    try:
+        yield from read_stream(stream, source, batch_sink, envelope)
+    finally:
+        if stream is not getattr(sys.stdin, "buffer", None):
+            stream.close()
+
+
+def read_stream(stream: BinaryIO, source: str | os.PathLike[str], batch_sink: BatchSink | None = None,
+                envelope: str | None = None) -> Iterator[Line]:
+    """Clean lines of an opened content stream (what read_lines does after open_source); errors name
+    `source`. The caller closes the stream."""
     produced = False
     try:
         for ln in clean_lines(stream, batch_sink, envelope):
@@ -554,9 +565,6 @@ def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = No
             raise InputError(source, f"read failed: truncated compressed data ({e})") from None
     except OSError as e:  # an I/O error of the device under the file
         raise InputError(source, f"read failed ({e.strerror or e})") from None
-    finally:
-        if stream is not getattr(sys.stdin, "buffer", None):
-            stream.close()
 
 
 def lines_from_text(text: str, envelope: str | None = None) -> Iterator[Line]:

@@ -29,7 +29,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .citations import Citations, MergedPositions
-from .ingest import InputError, Line, node_of
+from .ingest import InputError, Line, node_of, read_lines, read_stream
 
 if TYPE_CHECKING:
     from .diagnose import Report
@@ -67,15 +67,7 @@ class Stream:
         if self.once is not None:
             stream, self.once = self.once, None
             return read_stream(stream, "-", batch_sink, envelope)
-        return read_source(self.path, batch_sink, envelope)
-
-
-def read_source(source: str, batch_sink: BatchSink | None = None, envelope: str | None = None) -> Iterator[Line]:
-    """ingest.read_lines, with `envelope` only when one is asked for (None: detect by shape)."""
-    from .ingest import read_lines
-    if envelope is None:
-        return read_lines(source, batch_sink)
-    return read_lines(source, batch_sink, envelope=envelope)  # type: ignore[call-arg]
+        return read_lines(self.path, batch_sink, envelope)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -130,7 +122,7 @@ def _only(lines: Iterable[Line], node: str, first: str) -> Iterator[Line]:
 def nodes_of(path: str, envelope: str | None) -> list[str] | None:
     """The nodes a file's envelope names, in order of appearance; None past MAX_NODES."""
     seen: dict[str, None] = {}
-    for ln in read_source(path, None, envelope):
+    for ln in read_lines(path, None, envelope):
         a = ln.attrs
         if a is not None:
             n = _node(a)
@@ -148,22 +140,6 @@ def nodes_of(path: str, envelope: str | None) -> list[str] | None:
 def natural_key(label: str) -> list[Any]:
     """node2 before node10: the order nodes are listed in (and ties in time are broken by)."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d{1,18})", label)]
-
-
-def read_stream(stream: BinaryIO, name: str, batch_sink: BatchSink | None = None,
-                envelope: str | None = None) -> Iterator[Line]:
-    """ingest.read_lines over an opened content stream (what it does after open_source)."""
-    from .ingest import clean_lines
-    produced = False
-    try:
-        for ln in clean_lines(stream, batch_sink, envelope):
-            produced = True
-            yield ln
-    except EOFError as e:
-        if not produced:
-            raise InputError(name, f"read failed: truncated compressed data ({e})") from None
-    except OSError as e:
-        raise InputError(name, f"read failed ({e.strerror or e})") from None
 
 
 def _names_a_node(head: bytes, envelope: str | None) -> bool:
@@ -414,4 +390,4 @@ def _span(ranks: list[int]) -> str:
     return ",".join(out)
 
 
-__all__ = ["MAX_NODES", "SeveralNodes", "diagnose_logs", "natural_key", "nodes_of", "read_source", "read_stream", "stdin_spooled"]
+__all__ = ["MAX_NODES", "SeveralNodes", "diagnose_logs", "natural_key", "nodes_of", "stdin_spooled"]

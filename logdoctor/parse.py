@@ -24,7 +24,7 @@ from .errortext import RootCause, cuda_error_fields, oom_fields, torchrun_root_c
 from .events import Event, bound_event, clip
 from .finishers import AVAILABLE_TOKENS, TRY_TOKENS
 from .grammar import extract_pairs, nccl_watchdog_fields, parse_batch, parse_message
-from .ingest import Line, node_of
+from .ingest import Line, node_of, read_lines
 from .prefix import Prefixed, split_prefix
 from .values import to_int
 
@@ -544,9 +544,8 @@ class SourceEvents:
 def parse_source(source: str | os.PathLike[str], envelope: str | None = None) -> SourceEvents:
     """Every event of one file (or `-`), in line order. Raises ingest.InputError if unreadable.
     `envelope`: as `ingest.read_lines` takes it."""
-    from .launch import read_source
     citations = Citations()
-    return SourceEvents(parse_lines(read_source(str(source), None, envelope), str(source), citations), citations)
+    return SourceEvents(parse_lines(read_lines(source, None, envelope), str(source), citations), citations)
 
 
 def parse_text(text: str, source: str = "<text>") -> list[Event]:

@@ -15,10 +15,6 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-# Ray's prefix moved to envelope.py; its inner pattern stays visible here because the regex audit
-# (tests/test_linear_time.py) checks that it reaches it through this module
-from .envelope import _RAY_INNER  # noqa: F401
-
 # Every quantifier is bounded and no two adjacent ones can take the same characters: a log line is
 # untrusted input, and `.*?\s*` over 40k spaces or `[...]*pid=\d+[...]*` over a 200 KB run took
 # seconds to minutes (tests/test_linear_time.py feeds each pattern such runs).

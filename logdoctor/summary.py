@@ -10,10 +10,13 @@ import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import Event
 from .serverargs import parse_server_args
+
+if TYPE_CHECKING:
+    from .citations import Citations
 
 STAGES = ("init", "weights", "kv_pool", "graph_capture", "ready")
 EXACT_LIMIT = 200_000
@@ -442,13 +445,16 @@ class RunBuilder:
         return run
 
 
-def summarize_source(source: str) -> Run:
-    """Parse and fold one log with the bulk path for batch lines (constant memory)."""
+def summarize_source(source: str, envelope: str | None = None, citations: Citations | None = None) -> Run:
+    """Parse and fold one log with the bulk path for batch lines (constant memory).
+
+    `envelope` as `ingest.read_lines` takes it. The run's positions are in reading order; `citations`,
+    when given, is filled with the map that turns them into lines as given (citations.cite_run)."""
     from .ingest import read_lines
     from .parse import parse_lines
     b = RunBuilder(source)
     last_line = 0
-    for ev in parse_lines(read_lines(source, b.add_batch_lines), source):
+    for ev in parse_lines(read_lines(source, b.add_batch_lines, envelope), source, citations):
         b.add(ev)
         last_line = max(last_line, ev.end_line or ev.line)
     return b.finish(last_line)

@@ -139,11 +139,13 @@ def test_every_pattern_is_linear_on_long_runs(module: str) -> None:
 
 def test_audit_finds_the_patterns_it_is_meant_to_cover() -> None:
     """The audit is only as good as its reach: the patterns of the old defects must be in it."""
+    import logdoctor.envelope as env
     import logdoctor.errortext as et
     import logdoctor.finishers as fin
     import logdoctor.prefix as pre
+    assert all(m.__name__ in AUDITED_MODULES for m in (env, et, fin, pre))
     assert all(hasattr(m, a) for m, a in ((et, "_OOM_TOTAL"), (fin, "_WORK_TAIL"), (pre, "_NCCL"),
-                                          (et, "_TR_RANK"), (pre, "_RAY_INNER")))
+                                          (et, "_TR_RANK"), (env, "_RAY_INNER")))
 
 
 # ------------------------------------------------------------------------------------------------

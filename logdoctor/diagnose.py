@@ -16,6 +16,8 @@ from .citations import Citations, cite_report
 from .engine import Diagnosis, evaluate_all, index_and_fold, render
 from .events import Event
 from .memory import analyse, template_values
+from .net import refine
+from .net_data import NetData, load_net
 from .rules import Rule
 from .summary import Run, RunBuilder
 
@@ -73,6 +75,14 @@ def _key(d: Diagnosis) -> tuple[int, int]:
     return (d.position, -d.rule.priority)
 
 
+def was_serving(run: Run) -> bool:
+    """Batch lines show a server that was serving (v0.1.3-v0.1.17 print no ready line), unless the only one is
+    a single prefill: SGLang prints the ready line after its warm-up request, whose few new tokens print a
+    prefill line and no decode line, so that alone is a warm-up that did not finish."""
+    b = run.batches
+    return bool(b.get("count")) and not (b.get("decode_count", 0) == 0 and b.get("prefill_count", 0) <= 1)
+
+
 def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
     # a catch-all (`unknown`) diagnosis on text a specific rule already explains is noise
     ready_line = run.stages["ready"].first_line if "ready" in run.stages else None
@@ -86,7 +96,7 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
             return False
         block_end = max([d.position] + [e.end_line or e.line for e in d.evidence if e.line == d.position])
         # v0.1 servers print no ready line: batches after the block show the server went on just the same
-        serving = ready_line is not None or bool(run.batches.get("count"))
+        serving = ready_line is not None or was_serving(run)
         return not (serving and serving_until > block_end + SERVING_MARGIN)
 
     # catch-alls (`unknown`) say "the cause is not in this log": noise once a specific rule names one
@@ -99,7 +109,7 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
         known = sorted((d for d in fatal if d.category != "unknown"), key=_key)
         primary = known[0] if known else sorted(fatal, key=_key)[0]
         verdict = "failed"
-    elif ready_line is not None or run.batches.get("count"):
+    elif ready_line is not None or was_serving(run):
         # v0.1.3-v0.1.17 print no ready line; batch lines mean the server was serving
         primary, verdict = None, "healthy"
     else:
@@ -124,7 +134,8 @@ def diagnose_source(source: str, rules: list[Rule], label: str | None = None,
 
 
 def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
-             builder: RunBuilder | None = None, citations: Citations | None = None) -> Report:
+             builder: RunBuilder | None = None, citations: Citations | None = None,
+             net: NetData | None = None) -> Report:
     """Fold, match and rank one log's events (streaming: events are consumed once).
 
     Events are ordered by position; `citations` (filled while the events are read) turns positions
@@ -136,13 +147,19 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
     mem = analyse(run)
     mem_values = template_values(mem)
     verdict, primary, ordered = rank_diagnoses(diags, run)
+    verdict, primary, ordered = refine(verdict, primary, ordered, index, run,
+                                       net if net is not None else getattr(rules, "net", None) or load_net())
     report = Report(source, verdict, primary, ordered, run, mem.to_dict())
     if citations is not None:
         cite_report(report, citations)  # after ranking: nothing orders by position any more
-    for d in diags:
+    for d in ordered:
+        if d.rule.inferred:  # written by the net from the log's own text: not a template
+            if d.category == "memory_pressure":
+                d.memory = mem.to_dict()
+            continue
         d.values["mem"] = mem_values
         d.explanation = render(d.rule.explanation, d.values)
-        d.remedies = [render(r, d.values) for r in d.rule.remedy]
+        d.remedies = [text for r in d.rule.remedy if (text := render(r, d.values))]
         if d.category == "memory_pressure":
             d.memory = mem.to_dict()
     return report

@@ -28,6 +28,8 @@ from .templates import lookup, render  # noqa: F401  (diagnose fills templates v
 
 PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
                       "graph_capture_progress"})
+FIRST_BATCHES_OF = frozenset({"prefill_batch", "decode_batch"})
+FIRST_BATCHES_KEPT = 2               # of the periodic batch lines, only the first ones reach the rules
 MAX_KEPT_EVENTS = 100_000
 CHATTY_KEPT = 1_000
 # what the kept telling events may hold in all (text and field strings, estimated): 60k NCCL WARN lines of
@@ -74,6 +76,7 @@ class Diagnosis:
     memory: dict[str, Any] | None = None
     counted: bool = False             # set by the ranking: this diagnosis is a failure of this run
     node: str | None = None           # the node `position` is on, when the report covers several
+    inferred: dict[str, Any] | None = None  # the broad net's clue (net.py): from, weight, term / subsystem
 
     @property
     def category(self) -> str:
@@ -89,6 +92,8 @@ class Diagnosis:
             d["node"] = self.node
         d["evidence"] = [e.to_dict() for e in self.evidence]
         d["explanation"], d["remedies"] = self.explanation, self.remedies
+        if self.inferred is not None:
+            d["inferred"] = self.inferred
         if self.memory is not None:
             d["memory"] = self.memory
         return d
@@ -110,12 +115,15 @@ class EventIndex:
         chatty_tail: deque[tuple[Event, str]] = deque(maxlen=CHATTY_KEPT)
         overflow_tail: deque[tuple[Event, str]] = deque(maxlen=CHATTY_KEPT)
         kept_bytes = 0
+        first_batches: list[tuple[Event, str]] = []
         stage = "args"
         for ev in events:
             s = _STAGE_OF_KIND.get(ev.kind)
             if s is not None and _STAGE_RANK[s] > _STAGE_RANK[stage]:
                 stage = s
             if ev.kind in PERIODIC:
+                if ev.kind in FIRST_BATCHES_OF and len(first_batches) < FIRST_BATCHES_KEPT:
+                    first_batches.append((ev, stage))  # a warm-up that never finished shows only these
                 continue
             if _is_chatty(ev):
                 if len(ev.text) > MAX_TEXT:
@@ -128,7 +136,8 @@ class EventIndex:
                 if len(ev.text) > MAX_TEXT:
                     ev.text = ev.text[:MAX_TEXT]
                 overflow_tail.append((ev, stage))
-        merged = sorted(kept + chatty_head + list(chatty_tail) + list(overflow_tail), key=lambda x: x[0].line)
+        merged = sorted(kept + chatty_head + list(chatty_tail) + list(overflow_tail) + first_batches,
+                        key=lambda x: x[0].line)
         self.events: list[Event] = [e for e, _ in merged]
         self.stages: list[str] = [st for _, st in merged]
         self.by_kind: dict[str, list[int]] = {}
@@ -366,7 +375,7 @@ def evaluate_rule(rule: Rule, index: EventIndex, run: Run, run_dict: dict[str, A
     evidence = _pick_evidence(evs, anchor_ev)
     values: dict[str, Any] = {"run": run_dict}
     if anchor_ev is not None:
-        rank = anchor_ev.ranks or (f"rank {anchor_ev.rank}" if anchor_ev.rank is not None else "a rank")
+        rank = anchor_ev.ranks or (f"rank {anchor_ev.rank}" if anchor_ev.rank is not None else None)
         values.update({"ev": {**anchor_ev.fields, "text": anchor_ev.text}, "rank": rank, "line": pos})
     for n in rule.selections:
         if results[n].events:

@@ -1,6 +1,7 @@
 """Split a line into its prefix (time, ranks, level, origin) and the message body.
 
 Prefix forms, oldest to newest (catalog PFX rows): none; `[HH:MM:SS TP0] `; `[YYYY-MM-DD HH:MM:SS TP0] `;
+`[MM-DD HH:MM:SS] ` (sglang.multimodal_gen's logger);
 `[… .mmm DP0 PP1 ATTN_CP0 TP3 EP3] ` (ranks in any order); uvicorn `[…] INFO:     `; old inline
 `[gpu_id=0] ` / `[gpu=0] ` / `Rank 0: `. Foreign forms: NCCL `host:pid:tid [rank] … NCCL WARN`, torch
 `[rank0]:[E1130 01:45:25.890538359 File.cpp:689] `, glog `E1130 01:46:32.635000 878 file.py:986] `, vLLM
@@ -19,7 +20,7 @@ from functools import lru_cache
 # untrusted input, and `.*?\s*` over 40k spaces or `[...]*pid=\d+[...]*` over a 200 KB run took
 # seconds to minutes (tests/test_linear_time.py feeds each pattern such runs).
 _SGLANG = re.compile(
-    r"\[(?:(\d{4}-\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?((?: [A-Z][A-Z_]{0,15}\d{1,6}){0,12})\] ?"
+    r"\[(?:((?:\d{4}-)?\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?((?: [A-Z][A-Z_]{0,15}\d{1,6}){0,12})\] ?"
 )
 _UVICORN = re.compile(r"(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
 _NCCL = re.compile(
@@ -91,7 +92,7 @@ def split_prefix(text: str) -> Prefixed:
             if label:
                 ts = ts[: len(ts) - len(label)]
             secs = int(hh) * 3600 + int(mm) * 60 + int(ss) + (float("0." + ms) if ms else 0.0)
-            if d:
+            if d and len(d) == 10:  # multimodal_gen prints `[MM-DD HH:MM:SS]`: no year, no epoch
                 secs += _day_secs(d)
             t = t[m.end():]
             if label:

@@ -55,12 +55,16 @@ class RuleFileError(Exception):
 # the walk
 
 
-def find_rule_files(directory: Path) -> tuple[list[Path], list[RuleError]]:
+NET_DIR_NAME = "net"
+
+
+def find_rule_files(directory: Path, skip_net: bool = True) -> tuple[list[Path], list[RuleError]]:
     """Rule files under `directory` (sorted) and the problems met walking it.
 
     A sub-directory that cannot be read is a problem, not a silent gap in the rule set. Symlinks are
     followed (a linked rule or folder is ordinary), each directory once (no loops); names starting
-    with `.` are skipped (editor and VCS files); the walk is bounded in entries, depth and files.
+    with `.` are skipped (editor and VCS files), and so is a top-level `net/` (the broad net's data, see
+    net_data.py) unless `skip_net` is False; the walk is bounded in entries, depth and files.
     A `*.yaml` entry that is not a regular file is kept: reading it reports what it is.
     """
     try:
@@ -87,7 +91,7 @@ def find_rule_files(directory: Path) -> tuple[list[Path], list[RuleError]]:
             raise RuleError(directory, 1, f"more than {MAX_WALK_ENTRIES} entries under it: point --rules "
                             "at a directory of rule files")
         for entry in listing:
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") or (depth == 0 and entry.name == NET_DIR_NAME and skip_net):
                 continue
             path = folder / entry.name
             try:

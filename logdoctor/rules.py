@@ -30,7 +30,7 @@ from .rule_schema import line_for as _line_for
 from .rule_schema import schema_problem
 from .templates import template_problem
 
-__all__ = ["MAX_RULE_BYTES", "Rule", "RuleError", "Selection", "check_dir", "load_rule", "load_ruleset"]
+__all__ = ["MAX_RULE_BYTES", "Rule", "RuleError", "RuleSet", "Selection", "check_dir", "load_rule", "load_ruleset"]
 CATEGORY_PREFIX = {
     "memory_pressure": "MEM", "ipc_bar": "IPC", "graph_incompatibility": "GRF", "communication": "COM",
     "unsupported": "UNS", "environment": "ENV", "configuration": "CFG", "unknown": "UNK",
@@ -77,6 +77,7 @@ class Rule:
     base_dir: Path = field(default_factory=Path)
     cost: rule_cost.Cost = field(default_factory=rule_cost.Cost)  # per event, counted at load
     builtin: bool = False               # shipped with the package: trusted, not costed or timed
+    inferred: bool = False              # made by the broad net (net.py) for one diagnosis, not read from a file
 
     def example_paths(self, which: str) -> list[Path]:
         return [(self.base_dir / p).resolve() for p in self.examples.get(which, [])]
@@ -298,7 +299,7 @@ def _clip(msg: str, limit: int = 200) -> str:
 CACHE_FORMAT = 1
 
 
-def _cache_path(files: list[Path]) -> Path | None:
+def _cache_path(files: list[Path], what: str = "rules") -> Path | None:
     """A cache of parsed, schema-checked rule data, keyed by every file's path, size and mtime.
 
     It lives only in the user's private cache directory (see cachedir.py): an entry found there skips
@@ -321,7 +322,7 @@ def _cache_path(files: list[Path]) -> Path | None:
         return None
     blob = "\n".join(parts).encode()
     key = f"{zlib.crc32(blob):08x}{zlib.crc32(blob[::-1]):08x}{len(files):04x}"
-    return directory / f"rules-{key}.json"
+    return directory / f"{what}-{key}.json"
 
 
 def _read_cache(cache: Path | None) -> dict[str, Any]:
@@ -437,4 +438,16 @@ def load_ruleset(extra_dirs: list[str] | tuple[str, ...] = ()) -> list[Rule]:
     problem = _user_rules_problem(list(by_id.values())) if extra_dirs else None
     if problem is not None:
         raise RuleError(", ".join(extra_dirs), 1, problem)
-    return list(by_id.values())
+    from .net_data import load_net
+    return RuleSet(by_id.values(), net=load_net(tuple(str(d) for d in extra_dirs)))
+
+
+class RuleSet(list):  # type: ignore[type-arg]
+    """The rules of one run and the broad net's data (built-in + each `--rules DIR/net/`) beside them."""
+
+    def __init__(self, rules: Any = (), net: Any = None) -> None:
+        super().__init__(rules)
+        self.net = net
+
+    def __reduce__(self) -> Any:  # workers receive the rule set pickled
+        return (RuleSet, (list(self), self.net))

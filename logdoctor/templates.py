@@ -61,11 +61,21 @@ def lookup(values: dict[str, Any], path: str) -> Any:
     return cur
 
 
-def render(template: str, values: dict[str, Any]) -> str:
-    """Fill `{name}` / `{a.b:.2f}` from `values`; a field without a value reads `?`.
+def missing(v: Any) -> bool:
+    """No value to show: None, an empty or blank string, "None", an empty list or mapping."""
+    if v is None:
+        return True
+    if isinstance(v, str):
+        return v.strip() in ("", "None", "?")
+    return isinstance(v, (list, dict)) and not v
 
-    `[[ ... ]]` marks an optional part: it is dropped when a placeholder inside it has no value, so a
-    sentence about numbers the log does not contain disappears instead of reading "? GiB".
+
+def render(template: str, values: dict[str, Any]) -> str:
+    """Fill `{name}` / `{a.b:.2f}` from `values`, leaving out what has no value.
+
+    `[[ ... ]]` marks an optional part: it is dropped when a placeholder inside it has no value. Outside
+    such parts, a sentence (up to `. `, `! ` or `? `) with a placeholder that has no value is dropped
+    whole, so a sentence about numbers the log does not contain disappears instead of reading "? GiB".
     """
     def sub(m: re.Match[str]) -> str:
         if m.group(0) == "{{":
@@ -73,8 +83,30 @@ def render(template: str, values: dict[str, Any]) -> str:
         if m.group(0) == "}}":
             return "}"
         v = lookup(values, m.group(1))
-        return "?" if v is None else _clip(format_value(v, m.group(2)), MAX_FIELD_CHARS)
-    return " ".join(_PLACEHOLDER.sub(sub, _drop_empty_optionals(template, values)).split())
+        return "" if missing(v) else _clip(format_value(v, m.group(2)), MAX_FIELD_CHARS)
+    kept = [s for s in _sentences(_drop_empty_optionals(template, values)) if _all_present(s, values)]
+    return " ".join(_PLACEHOLDER.sub(sub, " ".join(kept)).split())
+
+
+def _all_present(text: str, values: dict[str, Any]) -> bool:
+    return all(not missing(lookup(values, ph.group(1))) for ph in _PLACEHOLDER.finditer(text) if ph.group(1))
+
+
+def _sentences(text: str) -> list[str]:
+    """`text` cut after each `. ` / `! ` / `? ` that is outside a placeholder (a linear scan)."""
+    out: list[str] = []
+    start = depth = 0
+    n = len(text)
+    for i, ch in enumerate(text):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif ch in ".!?" and depth == 0 and i + 1 < n and text[i + 1].isspace():
+            out.append(text[start:i + 1])
+            start = i + 1
+    out.append(text[start:])
+    return out
 
 
 def _drop_empty_optionals(template: str, values: dict[str, Any]) -> str:
@@ -89,7 +121,7 @@ def _drop_empty_optionals(template: str, values: dict[str, Any]) -> str:
             return "".join(out)
         inner = template[start + 2:end]
         out.append(template[pos:start])
-        if all(lookup(values, ph.group(1)) is not None for ph in _PLACEHOLDER.finditer(inner) if ph.group(1)):
+        if _all_present(inner, values):
             out.append(inner)
         pos = end + 2
 

@@ -96,7 +96,7 @@ def test_runs_write_nothing_outside_the_private_cache(tmp_path: Path) -> None:
     assert list(tmp.iterdir()) == []
     d = cache / "logdoctor"
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
-    assert [p.suffix for p in d.iterdir()] == [".json"]  # the rule cache, JSON only
+    assert sorted(p.name.split("-")[0] + p.suffix for p in d.iterdir()) == ["net.json", "rules.json"]  # JSON only
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in d.iterdir())
 
 

@@ -96,7 +96,9 @@ def test_wrong_types_are_reported_with_a_line(tmp_path: Path, bad: str, message:
 def test_templates_cannot_reach_attributes() -> None:
     from logdoctor.engine import render
     values = {"ev": {"message": "hi"}, "run": {}}
-    assert render("{ev.message.__class__}", values) == "?"
+    # no attribute is reached: the placeholder has no value, so its sentence is left out
+    assert render("{ev.message.__class__}", values) == ""
+    assert render("Said {ev.message}. Class {ev.message.__class__}.", values) == "Said hi."
     assert render("{ev.message}", values) == "hi"
     assert render("{{ev.message}}", values) == "{ev.message}"
 

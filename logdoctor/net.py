@@ -24,17 +24,22 @@ from .summary import Run
 TAIL_EVENTS = 120              # the events at the end of a log the net looks at
 LAST_LINE_EVENTS = 6           # an error-looking line counts only among the very last events
 MAX_SEARCH_CHARS = 4_000       # of one event's searchable text
+MIN_WEIGHT_OVER_CATCHALL = 25  # a clue must weigh this much to replace a rule's "cause not in the log"
 NET_RULE_IDS = {c: f"NET{i:03d}" for i, c in enumerate(CATEGORIES, 1)}
 _ERROR_KINDS = frozenset({"traceback", "cuda_error", "native_error", "fatal_signal", "killed", "cudart_error",
                           "nccl_error", "argparse_error"})
 # an INFO line is no error whatever it says (NCCL prints "cannot open shared object file" at INFO in every
 # log without a net plugin)
 _INFO_LEVELS = frozenset({"INFO", "I", "DEBUG", "TRACE"})
-# The kinds whose text the net reads: lines of other libraries, unrecognised lines, and SGLang's exit and
-# error lines. A typed SGLang event (a warning such as "Custom allreduce is disabled") already has its
-# meaning, which the rules know; its words are no clue.
-_SEARCHED_KINDS = frozenset(k for k, info in KINDS.items() if info.phase in ("external", "other", "exit")) \
-    - {"sigquit_received", "crash_dump", "progress", "python_warning"} \
+# The kinds whose text the net reads: lines of other libraries, unrecognised lines, and SGLang's error,
+# exit, watchdog and memory lines. A typed SGLang warning or info line ("Custom allreduce is disabled",
+# "memory is not balanced") already has its meaning, which the rules know; its words are no clue.
+_WARNING_KINDS = frozenset({"sigquit_received", "crash_dump", "progress", "python_warning", "memory_unbalanced",
+                            "mem_fraction_reduced", "host_cache_allocating", "max_total_tokens_capped",
+                            "kv_retract", "request_truncated", "cache_flushed"})
+_SEARCHED_KINDS = frozenset(k for k, info in KINDS.items()
+                            if info.phase in ("external", "other", "exit", "memory", "watchdog")) \
+    - _WARNING_KINDS \
     | {"nccl_error", "cudart_error", "mooncake_init_failed", "p2p_test_failed", "graph_capture_failed"}
 
 
@@ -99,12 +104,15 @@ class CompiledNet:
             rx = self._rx[t.id] = _re2(t.regex)
         return rx
 
-    def frame_hit(self, frames: list[str], cut: bool) -> tuple[Subsystem, str] | None:
+    def frame_hit(self, frames: list[str], cut: bool, serving: bool = False) -> tuple[Subsystem, str] | None:
         """The deepest frame in a deciding subsystem; the last frame of a cut traceback may be cut itself,
-        so its function name matches as a prefix."""
+        so its function name matches as a prefix. Once the server was `serving` (after a ready line), code
+        that places a traceback in graph capture or the warm-up (a model's forward) no longer does."""
         for depth, frame in enumerate(reversed(frames)):
             path, func = split_frame(frame)
             for s in self.subsystems:
+                if serving and s.stage in ("graph_capture", "warmup"):
+                    continue
                 if s.path_part in path and _function_ok(s, func, cut and depth == 0):
                     return s, frame
         return None
@@ -164,6 +172,10 @@ def searchable(ev: Event) -> list[str]:
                 out.append(f"{exc or ''}: {msg or ''}"[:MAX_SEARCH_CHARS])
     elif isinstance(ev.fields.get("message"), str) and ev.fields["message"] not in ev.text:
         out.append(ev.fields["message"][:MAX_SEARCH_CHARS])
+    if ev.kind == "nccl_log" and ev.fields.get("location"):
+        # which NCCL source file printed it (`transport/p2p.cc:275`) is part of what the line says
+        f = ev.fields
+        out.append(f"{f['location']} NCCL {f.get('level') or ''} {f.get('message') or ''}"[:MAX_SEARCH_CHARS])
     return out
 
 
@@ -209,7 +221,7 @@ def collect_clues(index: EventIndex, net: CompiledNet, after_line: int = 0,
         if ev.kind == "traceback":
             frames = [f for f in ev.fields.get("frames") or [] if isinstance(f, str)]
             cut = not ev.fields.get("exception")
-            hit = net.frame_hit(frames, cut)
+            hit = net.frame_hit(frames, cut, serving=after_line > 0)
             if hit is not None:
                 s, frame = hit
                 clues.append(Clue(s.category, s.weight, ev, s.stage if stage == "args" and s.stage else stage,
@@ -251,9 +263,9 @@ def _where(ev: Event) -> str:
     return f"line {position(ev)}" + (f" ({rank})" if rank else "")
 
 
-_STAGE_WORDS = {"args": "before distributed init", "init": "during distributed init", "weights": "while loading "
-                "weights", "kv_pool": "while the KV cache was set up", "graph_capture": "during CUDA graph capture",
-                "warmup": "during the warm-up", "runtime": "after the server was ready"}
+_STAGE_WORDS = {"init": "distributed init", "weights": "weight loading", "kv_pool": "KV cache allocation",
+                "graph_capture": "CUDA graph capture", "warmup": "HTTP server start and warm-up",
+                "runtime": "serving"}
 
 
 def explain(clue: Clue, net: NetData, has_stages: bool) -> tuple[str, str, list[str], dict[str, Any]]:
@@ -291,9 +303,10 @@ def explain(clue: Clue, net: NetData, has_stages: bool) -> tuple[str, str, list[
                          f"at {_where(clue.event)}, \u201c{_clip(clue.quote)}\u201d.")
         remedies = list(net.remedies.get("unknown", ()))
     if stage and has_stages:
-        sentences.append(f"The log shows the launch {stage} when it {'failed' if clue.fatal else 'stopped'}.")
+        sentences.append(f"The last launch stage the log reached before this line is {stage}.")
     elif clue.subsystem is not None and clue.subsystem.stage in _STAGE_WORDS:
-        sentences.append(f"The log has no stage lines; that code runs {_STAGE_WORDS[clue.subsystem.stage]}.")
+        sentences.append(f"The log has no stage lines; that code runs during "
+                         f"{_STAGE_WORDS[clue.subsystem.stage]}.")
     if not clue.fatal:
         sentences.append("The line is a warning and the log stops after it: a stall, or a log cut before the "
                          "outcome.")
@@ -342,7 +355,8 @@ def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], in
     if clue is None:
         return verdict, primary, ordered
     if verdict == "failed":
-        if clue.category == "unknown" or not clue.fatal:
+        # a catch-all rule says the cause is not in the log; only a clue of some weight says otherwise
+        if clue.category == "unknown" or not clue.fatal or clue.weight < MIN_WEIGHT_OVER_CATCHALL:
             return verdict, primary, ordered
         d = diagnosis_for(clue, net, bool(run.stages))
         d.counted = True

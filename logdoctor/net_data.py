@@ -6,6 +6,7 @@ against a schema, every regex is RE2 with the rules' size limits, and a whole ne
 subsystems. Layout of a net directory (`rules/net/` built in, `DIR/net/` of each `--rules DIR`):
 
     vocabulary/<library>.yaml   library, read, terms: [{id, text | regex, category, weight, severity, ...}]
+                                (a term's own `library` names another printer kept in the same file)
     frames/<name>.yaml          frames, read, subsystems: [{id, path, function?, subsystem, category, ...}]
     categories.yaml             categories: {<category>: {headline, remedies}}
 
@@ -47,6 +48,7 @@ VOCABULARY_SCHEMA: dict[str, Any] = {
             "required": ["id", "category", "weight", "severity", "means", "source", "example"],
             "oneOf": [{"required": ["text"]}, {"required": ["regex"]}],
             "properties": {**_COMMON, "text": _PHRASE, "regex": _PHRASE,
+                           "library": {"type": "string", "pattern": "^[a-z0-9_]{2,40}$"},
                            "kinds": {"type": "array", "items": {"type": "string", "pattern": "^[a-z_]{2,40}$"},
                                      "minItems": 1, "maxItems": 40},
                            "weight": {"type": "integer", "minimum": 1, "maximum": 100},
@@ -194,7 +196,7 @@ def _add(net: NetData, kind: str, data: dict[str, Any], lines: dict[str, int], p
         net.read[lib] = list(data["read"])
         for i, t in enumerate(data["terms"]):
             net.terms.append(Term(
-                t["id"], lib, t["category"], t["weight"], t["severity"], t["means"], t["source"], t["example"],
+                t["id"], t.get("library", lib), t["category"], t["weight"], t["severity"], t["means"], t["source"], t["example"],
                 t["text"].lower() if "text" in t else None, t.get("regex"),
                 frozenset(t["kinds"]) if "kinds" in t else None, tuple(t.get("remedy", ())),
                 tuple(t.get("subsumed_by", ())), where, line_for(lines, ["terms", i])))

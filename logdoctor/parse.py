@@ -72,6 +72,8 @@ MAX_MESSAGE_LINES = 1000         # continuation lines of one exception message (
 MAX_MESSAGE_CHARS = 8192         # of which this much text is kept (the rest is read, not stored)
 MAX_DEFERRED = 1000               # other processes' events held while a block is open (then it is closed)
 MAX_KEPT_LINES = 200             # lines a fatal / C++ / solutions block stores for its fields
+_CUDA_ERROR = re.compile(r"(?:CUDA|Cuda|HIP) error(?!s)")
+
 class _Block:
     """An open multi-line event being assembled."""
 
@@ -454,7 +456,9 @@ class EventParser:
                                                   "exception_line": ln.number})
             self.block = _Block(tb, "exc_message")
             return []
-        if "CUDA error" in body or "Cuda error" in body or "HIP error" in body:
+        if ("CUDA error" in body or "Cuda error" in body or "HIP error" in body) and _CUDA_ERROR.search(body) \
+                and not body.lstrip().startswith(("Warning", "WARNING")):
+            # not "Warning: ... may lead to ... CUDA errors." (SGLang's context-length warning)
             return [self._event("cuda_error", ln, p, cuda_error_fields(body))]
         m = _WARNING.match(body)
         if m:

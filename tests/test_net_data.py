@@ -62,3 +62,43 @@ def test_net_fixture(path: Path, row: dict[str, str]) -> None:
     for d in report.diagnoses:
         for text in [d.rule.title, d.explanation, *d.remedies]:
             assert not holes(text), f"{d.rule.id} on {path.name}: {holes(text)}: {text}"
+
+
+def test_net_readme_is_up_to_date() -> None:
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "net_readme.py"), "--check"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_user_net_dir_extends_and_overrides(tmp_path: Path) -> None:
+    from logdoctor.net_data import load_net
+    vocab = tmp_path / "net" / "vocabulary"
+    vocab.mkdir(parents=True)
+    (vocab / "mine.yaml").write_text(
+        "library: mylib\nread: [\"my own launcher\"]\nterms:\n"
+        "  - id: mylib-quota\n    text: \"GPU quota exceeded for project\"\n    category: configuration\n"
+        "    weight: 90\n    severity: error\n    means: \"the cluster refused the GPUs\"\n"
+        "    source: \"launcher.py (all)\"\n    example: \"ERROR: GPU quota exceeded for project alpha\"\n",
+        encoding="utf-8")
+    log = tmp_path / "quota.log"
+    log.write_text("[2025-05-01 10:00:00] Launching...\nERROR: GPU quota exceeded for project alpha\n", encoding="utf-8")
+    rules = load_ruleset([str(tmp_path)])
+    assert any(t.id == "mylib-quota" for t in load_net((str(tmp_path),)).terms)
+    report = diagnose_source(str(log), rules)
+    assert report.verdict == "failed" and report.primary is not None
+    assert report.primary.category == "configuration" and report.primary.inferred["term"] == "mylib-quota"
+    assert "the cluster refused the GPUs" in report.primary.explanation
+
+
+def test_a_bad_user_net_file_is_one_clear_error(tmp_path: Path) -> None:
+    from logdoctor.rule_files import RuleError
+    vocab = tmp_path / "net" / "vocabulary"
+    vocab.mkdir(parents=True)
+    (vocab / "bad.yaml").write_text("library: bad\nread: [x]\nterms:\n  - id: bad-one\n    regex: \"a(b\"\n"
+                                    "    category: unknown\n    weight: 5\n    severity: error\n    means: m\n"
+                                    "    source: s\n    example: abc\n", encoding="utf-8")
+    with pytest.raises(RuleError) as e:
+        load_ruleset([str(tmp_path)])
+    assert "bad.yaml" in str(e.value) and "regex" in str(e.value)

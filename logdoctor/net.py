@@ -64,37 +64,46 @@ class CompiledNet:
     def __init__(self, net: NetData) -> None:
         from .literals import required_literals
         self.net = net
-        self.literal_terms = [t for t in net.terms if t.text is not None]
-        self._by_text: dict[str, list[Term]] = {}
-        for t in self.literal_terms:
-            self._by_text.setdefault(t.text or "", []).append(t)
-        self._scan = _literal_scanner(list(self._by_text))
-        self.regex_terms = [(t, required_literals(t.regex or "")) for t in net.terms if t.regex is not None]
+        self._by_text: dict[str, list[Term]] = {}          # lower-cased literal -> literal terms
+        self._regex_by_lit: dict[str, list[Term]] = {}     # lower-cased required literal -> regex terms
+        self._regex_always: list[Term] = []                # regex terms with no literal every match contains
+        for t in net.terms:
+            if t.text is not None:
+                self._by_text.setdefault(t.text, []).append(t)
+                continue
+            lits = required_literals(t.regex or "")
+            if lits is None or not all(lits[1]):
+                self._regex_always.append(t)
+            else:
+                for lit in lits[1]:
+                    self._regex_by_lit.setdefault(lit.lower(), []).append(t)
+        self._literals = sorted(set(self._by_text) | set(self._regex_by_lit))
+        self._scan = _literal_scanner(self._literals)
         self._rx: dict[str, Any] = {}
         self.subsystems = [s for s in net.subsystems if s.weight > 0]
 
-    def _literal_hits(self, low: str) -> list[str]:
-        """The literal terms' texts in `low`: the scan rules most texts out at once."""
-        if self._scan is None or self._scan.search(low) is None:
-            return []
-        return [t for t in self._by_text if t in low]
-
     def term_hits(self, ev: Event) -> list[tuple[Term, str]]:
         hits: list[tuple[Term, str]] = []
+        seen: set[str] = set()
         for text in searchable(ev):
             low = text.lower()
-            for lit in self._literal_hits(low):
-                at = low.find(lit)
-                hits.extend((t, text[at:at + len(lit)]) for t in self._by_text[lit]
-                            if t.kinds is None or ev.kind in t.kinds)
-            for t, lits in self.regex_terms:
-                if t.kinds is not None and ev.kind not in t.kinds:
-                    continue
-                if lits is not None and not any(x in (low if lits[0] else text) for x in lits[1]):
+            found = [x for x in self._literals if x in low] \
+                if self._scan is not None and self._scan.search(low) is not None else []
+            candidates: list[Term] = list(self._regex_always)
+            for lit in found:
+                for t in self._by_text.get(lit, ()):
+                    if (t.kinds is None or ev.kind in t.kinds) and t.id not in seen:
+                        at = low.find(lit)
+                        hits.append((t, text[at:at + len(lit)]))
+                        seen.add(t.id)
+                candidates.extend(self._regex_by_lit.get(lit, ()))
+            for t in candidates:
+                if t.id in seen or (t.kinds is not None and ev.kind not in t.kinds):
                     continue
                 m = self.regex(t).search(text)
                 if m is not None:
                     hits.append((t, m.group(0)))
+                    seen.add(t.id)
         ids = {t.id for t, _ in hits}
         return [(t, q) for t, q in hits if not ids.intersection(t.subsumed_by)]
 
@@ -123,6 +132,7 @@ def _literal_scanner(literals: list[str]) -> Any:
     if not literals:
         return None
     import re
+
     import re2
     options = re2.Options()
     options.log_errors = False
@@ -342,6 +352,35 @@ def diagnosis_for(clue: Clue, net: NetData, has_stages: bool = True) -> Diagnosi
     return d
 
 
+def stage_stall(index: EventIndex, run: Run, net: NetData) -> Diagnosis | None:
+    """A log that stops in a stage with no error, named from the stage (rules/net/stalls.yaml)."""
+    stage = run.last_stage
+    if stage not in run.stages or not index.events:
+        return None
+    telling = [ev for ev in index.events if ev.kind not in ("unparsed", "progress")] or index.events
+    last = telling[-1]
+    # every rank printed "Load weight end": what comes next is the KV-cache set-up, not more reading
+    info = net.stalls.get("kv_pool" if stage == "weights" and last.kind == "weight_load_end" else stage or "")
+    if info is None:
+        return None
+    first = run.stages[stage].first_line
+    sentences = [f"No rule names where this launch stopped. The log ends in the {_STAGE_WORDS.get(stage, stage)} "
+                 f"stage" + (f" (which begins at line {first})" if first else "") + ", with no error and no ready "
+                 "line; its last recognised line is the evidence.",
+                 f"In general, {info['likely'].rstrip('.')}.", "The log may also have been cut before the outcome."]
+    rule = Rule(id=NET_RULE_IDS[info["category"]], name=f"net-stall-{stage.replace('_', '-')}",
+                title=info["title"], category=info["category"], severity="warning", fatal=False, cascade=False,
+                stall=True, priority=0, confidence=0.0, stage=stage, versions="", anchor=None, selections={},
+                condition=None, condition_text="", explanation="", remedy=list(info["remedies"]), why="",
+                references=[], examples={}, path=Path("rules/net/stalls.yaml"), builtin=True, inferred=True)
+    pos = position(last)
+    d = Diagnosis(rule, [Evidence(pos, last.rank, last.ranks, _evidence_text(last), last.kind, last.end_line)], pos,
+                  round(0.5 * info["weight"] / 100, 3), {}, explanation=" ".join(sentences),
+                  remedies=list(info["remedies"]))
+    d.inferred = {"from": "stage", "weight": info["weight"], "stage": stage}
+    return d
+
+
 def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], index: EventIndex, run: Run,
            net: NetData) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
     """The ranking, with the net's diagnosis as primary where the rules left the cause unnamed."""
@@ -353,7 +392,8 @@ def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], in
     harmless = frozenset(e.line for d in ordered if not d.rule.fatal and not d.rule.stall for e in d.evidence)
     clue = best_clue(collect_clues(index, compiled(net), ready or 0, harmless))
     if clue is None:
-        return verdict, primary, ordered
+        stall = stage_stall(index, run, net) if verdict == "incomplete" and primary is None else None
+        return (verdict, stall, [stall] + ordered) if stall is not None else (verdict, primary, ordered)
     if verdict == "failed":
         # a catch-all rule says the cause is not in the log; only a clue of some weight says otherwise
         if clue.category == "unknown" or not clue.fatal or clue.weight < MIN_WEIGHT_OVER_CATCHALL:
@@ -369,7 +409,7 @@ def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], in
     return ("failed" if clue.fatal else "incomplete"), d, [d] + ordered
 
 
-__all__ = ["Clue", "CompiledNet", "collect_clues", "best_clue", "refine", "split_frame", "NET_RULE_IDS"]
+__all__ = ["NET_RULE_IDS", "Clue", "CompiledNet", "best_clue", "collect_clues", "refine", "split_frame"]
 
 
 def example_problems(net: NetData) -> list[str]:

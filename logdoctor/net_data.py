@@ -9,6 +9,8 @@ subsystems. Layout of a net directory (`rules/net/` built in, `DIR/net/` of each
                                 (a term's own `library` names another printer kept in the same file)
     frames/<name>.yaml          frames, read, subsystems: [{id, path, function?, subsystem, category, ...}]
     categories.yaml             categories: {<category>: {headline, remedies}}
+    stalls.yaml                 stalls: {<stage>: {category, weight, title, likely, remedies}}: what a log that
+                                stops in that stage without an error usually means
 
 A user file's term or subsystem with the id of a built-in one replaces it.
 """
@@ -21,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from .resources import builtin_rules_dir
-from .rule_files import RuleError, RuleFileError, find_rule_files, parse_rule_yaml, read_rule_text
+from .rule_files import (
+    RuleError,
+    RuleFileError,
+    find_rule_files,
+    parse_rule_yaml,
+    read_rule_text,
+)
 from .rule_schema import line_for
 
 CATEGORIES = ("memory_pressure", "ipc_bar", "graph_incompatibility", "communication", "unsupported",
@@ -69,6 +77,15 @@ FRAMES_SCHEMA: dict[str, Any] = {
                                                             "maxItems": 40}]},
                            "stage": {"enum": list(STAGES)}}}},
     },
+}
+STALLS_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["stalls"],
+    "properties": {"stalls": {"type": "object", "additionalProperties": False, "properties": {
+        st: {"type": "object", "additionalProperties": False,
+             "required": ["category", "weight", "title", "likely", "remedies"],
+             "properties": {"category": {"enum": list(CATEGORIES)}, "weight": {"type": "integer", "minimum": 1,
+                                                                          "maximum": 100},
+                            "title": _TEXT, "likely": _TEXT, "remedies": _REMEDY}} for st in STAGES}}},
 }
 CATEGORIES_SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["categories"],
@@ -122,6 +139,7 @@ class NetData:
     headlines: dict[str, str] = field(default_factory=dict)
     remedies: dict[str, tuple[str, ...]] = field(default_factory=dict)
     read: dict[str, list[str]] = field(default_factory=dict)   # library / frames group -> sources read
+    stalls: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> what a hang there usually is
 
 
 def _validator(schema: dict[str, Any]) -> Any:
@@ -132,12 +150,13 @@ def _validator(schema: dict[str, Any]) -> Any:
 @lru_cache(maxsize=1)
 def _validators() -> dict[str, Any]:
     return {"vocabulary": _validator(VOCABULARY_SCHEMA), "frames": _validator(FRAMES_SCHEMA),
-            "categories": _validator(CATEGORIES_SCHEMA)}
+            "categories": _validator(CATEGORIES_SCHEMA), "stalls": _validator(STALLS_SCHEMA)}
 
 
 def _kind_of(data: Any) -> str | None:
     if isinstance(data, dict):
-        for key, kind in (("terms", "vocabulary"), ("subsystems", "frames"), ("categories", "categories")):
+        for key, kind in (("terms", "vocabulary"), ("subsystems", "frames"), ("categories", "categories"),
+                          ("stalls", "stalls")):
             if key in data:
                 return kind
     return None
@@ -173,8 +192,8 @@ def read_file(path: Path) -> tuple[str, dict[str, Any], dict[str, int]]:
         raise RuleError(path, e.line, e.message) from None
     kind = _kind_of(data)
     if kind is None:
-        raise RuleError(path, 1, "not a net file: it needs `terms` (vocabulary), `subsystems` (frames) or "
-                                 "`categories`")
+        raise RuleError(path, 1, "not a net file: it needs `terms` (vocabulary), `subsystems` (frames), "
+                                 "`categories` or `stalls`")
     problem = _schema_problem(kind, data, lines)
     if problem is not None:
         raise RuleError(path, problem[0], problem[1])
@@ -209,6 +228,8 @@ def _add(net: NetData, kind: str, data: dict[str, Any], lines: dict[str, int], p
             net.subsystems.append(Subsystem(
                 s["id"], group, s["path"].replace("\\", "/"), fns, s["subsystem"], s["category"], s["weight"],
                 s.get("stage"), s["means"], tuple(s.get("remedy", ())), where, line_for(lines, ["subsystems", i])))
+    elif kind == "stalls":
+        net.stalls.update(data["stalls"])
     else:
         for cat, info in data["categories"].items():
             net.headlines[cat] = info["headline"]
@@ -247,7 +268,7 @@ def check_net_dir(directory: Path, into: NetData | None = None) -> tuple[NetData
     fresh: dict[str, Any] = {}
     for path in files:
         entry = cached.get(str(path))
-        if entry is not None and entry.get("kind") in ("vocabulary", "frames", "categories"):
+        if entry is not None and entry.get("kind") in ("vocabulary", "frames", "categories", "stalls"):
             kind, data, lines = entry["kind"], entry["data"], entry["lines"]
         else:
             try:

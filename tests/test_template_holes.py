@@ -10,13 +10,13 @@ import pytest
 
 from logdoctor.diagnose import diagnose_source
 from logdoctor.engine import evaluate_rule, index_and_fold
+from logdoctor.events import KINDS
+from logdoctor.holes import holes
 from logdoctor.ingest import read_lines
 from logdoctor.memory import analyse, template_values
 from logdoctor.parse import parse_lines
-from logdoctor.summary import RunBuilder
-from logdoctor.events import KINDS
-from logdoctor.holes import holes
 from logdoctor.rules import load_ruleset
+from logdoctor.summary import RunBuilder
 from logdoctor.templates import render
 
 ROOT = Path(__file__).resolve().parent.parent

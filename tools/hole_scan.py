@@ -16,6 +16,7 @@ from pathlib import Path
 from logdoctor.diagnose import diagnose_source
 from logdoctor.holes import holes
 from logdoctor.rules import load_ruleset
+from logdoctor.sniff import InputError
 
 
 def main() -> int:
@@ -31,7 +32,7 @@ def main() -> int:
     for log in logs:
         try:
             report = diagnose_source(str(log), rules)
-        except Exception as e:  # a log the tool refuses is not a hole: say so and go on
+        except InputError as e:  # a log the tool refuses is not a hole: say so and go on
             print(f"{log}: not diagnosed: {e}", file=sys.stderr)
             continue
         for d in report.diagnoses:

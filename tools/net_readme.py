@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 from logdoctor.net_data import CATEGORIES, builtin_net_dir, check_net_dir
 
@@ -25,6 +24,8 @@ inferred it, from what, with a lower confidence:
 3. **categories.yaml**: each category's headline and the remedies given when the clue has none of its own.
 4. Failing both, an error-looking last line of a log without a ready line makes the launch `failed`
    (category `unknown`) with that line as evidence.
+5. **stalls.yaml**: a log that stops in a stage with no error, no ready line and no stall rule gets a stall
+   named from the stage (what a hang there usually is, worded as such; the log may also be cut).
 
 The net reads only lines of other libraries, unrecognised lines and SGLang's exit and error lines (never
 INFO lines, never a line a rule explained as harmless), and only the last 120 events (after the ready
@@ -71,6 +72,12 @@ def render() -> str:
                 more = f" and {len(names) - 6} more" if len(names) > 6 else ""
                 out.append(f"- **{c}** ({len(names)}): " + "; ".join(names[:6]) + more)
         out.append("")
+    out.append("## Stalls by stage (`stalls.yaml`)\n")
+    out.append("| stage | category | title |")
+    out.append("|---|---|---|")
+    for stage, info in net.stalls.items():
+        out.append(f"| {stage} | {info['category']} | {info['title']} |")
+    out.append("")
     out.append("## Sources and versions read\n")
     for key in sorted(net.read):
         out.append(f"### {key}\n")

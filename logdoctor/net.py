@@ -25,6 +25,8 @@ TAIL_EVENTS = 120              # the events at the end of a log the net looks at
 LAST_LINE_EVENTS = 6           # an error-looking line counts only among the very last events
 MAX_SEARCH_CHARS = 4_000       # of one event's searchable text
 MIN_WEIGHT_OVER_CATCHALL = 25  # a clue must weigh this much to replace a rule's "cause not in the log"
+WRAPPER_PRIORITY = 10          # rules at or below this priority wrap another error (rules/README: wrappers 10)
+MIN_WEIGHT_OVER_WRAPPER = 70   # and only a strong clue names the wrapped error instead
 NET_RULE_IDS = {c: f"NET{i:03d}" for i, c in enumerate(CATEGORIES, 1)}
 _ERROR_KINDS = frozenset({"traceback", "cuda_error", "native_error", "fatal_signal", "killed", "cudart_error",
                           "nccl_error", "argparse_error"})
@@ -386,7 +388,9 @@ def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], in
     """The ranking, with the net's diagnosis as primary where the rules left the cause unnamed."""
     if verdict == "healthy":
         return verdict, primary, ordered
-    if verdict == "failed" and primary is not None and primary.category != "unknown":
+    wrapper = verdict == "failed" and primary is not None and primary.category != "unknown" \
+        and primary.rule.priority <= WRAPPER_PRIORITY and not primary.rule.inferred
+    if verdict == "failed" and primary is not None and primary.category != "unknown" and not wrapper:
         return verdict, primary, ordered
     ready = run.stages["ready"].first_line if "ready" in run.stages else 0
     harmless = frozenset(e.line for d in ordered if not d.rule.fatal and not d.rule.stall for e in d.evidence)
@@ -394,6 +398,19 @@ def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], in
     if clue is None:
         stall = stage_stall(index, run, net) if verdict == "incomplete" and primary is None else None
         return (verdict, stall, [stall] + ordered) if stall is not None else (verdict, primary, ordered)
+    if wrapper:
+        # a wrapper (SGLang's "Capture cuda graph failed: <inner>", a child that died) names where the launch
+        # failed, not why: a strong clue of another category at or before it says why
+        assert primary is not None
+        if not clue.fatal or clue.weight < MIN_WEIGHT_OVER_WRAPPER or clue.category in ("unknown", primary.category) \
+                or position(clue.event) > primary.position:
+            return verdict, primary, ordered
+        d = diagnosis_for(clue, net, bool(run.stages))
+        d.explanation = d.explanation.replace(
+            "No rule names this failure", f"Only a general rule ({primary.rule.id}: {primary.rule.title}) names "
+            "this failure, which wraps another error", 1)
+        d.counted = True
+        return verdict, d, [d] + ordered
     if verdict == "failed":
         # a catch-all rule says the cause is not in the log; only a clue of some weight says otherwise
         if clue.category == "unknown" or not clue.fatal or clue.weight < MIN_WEIGHT_OVER_CATCHALL:

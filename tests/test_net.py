@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logdoctor.diagnose import diagnose_source
+from logdoctor.diagnose import Report, diagnose_source
 from logdoctor.holes import holes
 from logdoctor.rules import load_ruleset
 
@@ -11,7 +11,7 @@ RULES = load_ruleset()
 P2P_WARN = "sgl-worker-0:4167:5269 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'invalid argument'\n"
 
 
-def _report(tmp_path: Path, text: str):  # noqa: ANN202
+def _report(tmp_path: Path, text: str) -> Report:
     log = tmp_path / "case.log"
     log.write_text(text, encoding="utf-8")
     return diagnose_source(str(log), RULES)

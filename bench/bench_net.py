@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from logdoctor.diagnose import diagnose_source
-from logdoctor.net_data import NetData, load_net
-from logdoctor.rules import RuleSet, load_ruleset
-from logdoctor.sniff import InputError
+from logdoctor.diagnosis.net_data import NetData, load_net
+from logdoctor.diagnosis.rules import RuleSet, load_ruleset
+from logdoctor.read.sniff import InputError
 
 
 def _worst_case(directory: Path) -> Path:
@@ -67,8 +67,8 @@ def main() -> int:
             a_s, b_s = _time(logs, with_net, a.repeat), _time(logs, without, a.repeat)
             out[name] = {"logs": len(logs), "with_net_s": round(a_s, 3), "without_net_s": round(b_s, 3),
                          "ratio": round(a_s / b_s, 3)}
-    code = "import time; t=time.perf_counter(); from logdoctor.net_data import load_net; n=load_net(); " \
-           "from logdoctor.net import compiled; compiled(n); print(time.perf_counter()-t)"
+    code = "import time; t=time.perf_counter(); from logdoctor.diagnosis.net_data import load_net; n=load_net(); " \
+           "from logdoctor.diagnosis.net import compiled; compiled(n); print(time.perf_counter()-t)"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, check=False)  # warm the cache
     load = float(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                                 check=True).stdout)

@@ -234,9 +234,10 @@ def locate_logdoctor() -> str:
     exe = Path(sys.executable).parent / "logdoctor"
     found = str(exe) if exe.is_file() and os.access(exe, os.X_OK) else shutil.which("logdoctor")
     try:
-        import logdoctor.parse, logdoctor.summary  # noqa: E401,F401
+        import logdoctor.parse.parse  # noqa: E401,F401
+        import logdoctor.run.summary
     except Exception as e:  # noqa: BLE001
-        sys.exit(f"bench: cannot import logdoctor.parse/logdoctor.summary ({type(e).__name__}: {e}); "
+        sys.exit(f"bench: cannot import logdoctor.parse/logdoctor.run.summary ({type(e).__name__}: {e}); "
                  "install the package (pip install -e .) in this interpreter")
     if not found:
         sys.exit(f"bench: no `logdoctor` executable next to {sys.executable} or on PATH; install the package (pip install -e .)")
@@ -253,8 +254,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     a = ap.parse_args()
     exe = locate_logdoctor()
-    from logdoctor.parse import parse_source
-    from logdoctor.summary import summarize
+    from logdoctor.parse.parse import parse_source
+    from logdoctor.run.summary import summarize
 
     sizes = {float(s) for s in a.sizes.split(",") if s.strip()}
     a.size_mb = min(sizes) if a.size_mb is None else a.size_mb

@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from logdoctor.batch import BatchRow, discover, run_batch
-from logdoctor.rules import load_rule
+from logdoctor.diagnosis.rules import load_rule
+from logdoctor.many.batch import BatchRow, discover, run_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"
@@ -150,7 +150,7 @@ def test_clusters_and_rules_new(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     rule = load_rule(out)
     assert rule.category == "unknown" and rule.id.startswith("UNK9")
-    from logdoctor.ruletest import fires_on
+    from logdoctor.diagnosis.ruletest import fires_on
     assert fires_on(rule, d / "x2.log") and not fires_on(rule, d / "other.log")
 
 

@@ -15,9 +15,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from logdoctor import batch as batch_mod
-from logdoctor.batch import discover, discover_inputs, is_log_name, run_batch
-from logdoctor.workers import OVERSUBSCRIBE, scratch_path, usable_cpus, worker_count
+from logdoctor.many import batch as batch_mod
+from logdoctor.many.batch import discover, discover_inputs, is_log_name, run_batch
+from logdoctor.many.workers import (
+    OVERSUBSCRIBE,
+    scratch_path,
+    usable_cpus,
+    worker_count,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"
@@ -28,7 +33,7 @@ HANG_GUARD_S = 120  # not a speed goal: only keeps a broken build from hanging t
 # sends a regex into a loop would), and the worker says which process took it (a marker file).
 WRAPPER = """
 import os, sys, time
-import logdoctor.batch as b
+import logdoctor.many.batch as b
 real = b.precheck
 def precheck(path):
     name = os.path.basename(path)
@@ -273,7 +278,7 @@ def test_a_stuck_file_becomes_an_error_row_and_the_rest_completes(tmp_path: Path
 
 
 def test_a_stuck_file_leaves_no_half_of_its_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import logdoctor.parse as parse_mod
+    import logdoctor.parse.parse as parse_mod
     real = parse_mod.parse_source
 
     def parse_source(path):

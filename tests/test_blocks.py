@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logdoctor.parse import parse_source, parse_text
+from logdoctor.parse.parse import parse_source, parse_text
 
 B = Path(__file__).resolve().parent.parent / "fixtures" / "blocks"
 

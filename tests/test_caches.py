@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor import cachedir, grammar, rules
+from logdoctor import cachedir
+from logdoctor.diagnosis import rules
+from logdoctor.parse import grammar
 from logdoctor.resources import grammar_path
 
 ROOT = Path(__file__).resolve().parent.parent

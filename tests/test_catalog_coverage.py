@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from logdoctor.events import KINDS
-from logdoctor.parse import parse_text
+from logdoctor.parse.parse import parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = list(csv.DictReader(open(ROOT / "fixtures" / "catalog" / "lines.tsv", newline="", encoding="utf-8"),

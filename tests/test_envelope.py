@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from logdoctor.diagnose import diagnose_source
-from logdoctor.envelope import LAYER_NAMES, detect
-from logdoctor.ingest import (
+from logdoctor.diagnosis.rules import load_ruleset
+from logdoctor.read.envelope import LAYER_NAMES, detect
+from logdoctor.read.ingest import (
     MAX_LINE_BYTES,
     TRUNCATION_MARK,
     clean_lines,
@@ -19,7 +20,6 @@ from logdoctor.ingest import (
     node_of,
     read_lines,
 )
-from logdoctor.rules import load_ruleset
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = ROOT / "fixtures" / "envelopes"
@@ -185,7 +185,7 @@ def test_newest_first_works_on_stdin_and_spills_to_disk() -> None:
             "    k = n - i\n"
             "    w(f'INFO 2025-04-05T{k // 3600 % 24:02d}:{k // 60 % 60:02d}:{k % 60:02d}.{k:09d}Z line {k:08d} '"
             " + 'x' * (8 + i % 50) + '\\n')\n")
-    read = ("from logdoctor.ingest import read_lines\n"
+    read = ("from logdoctor.read.ingest import read_lines\n"
             "first = last = None\n"
             "count = 0\n"
             "for ln in read_lines('-'):\n"
@@ -286,7 +286,7 @@ def test_wrap_width_is_measured_after_peeling() -> None:
 def test_hostile_envelope_lines_end_in_bounded_time() -> None:
     script = (
         "import io\n"
-        "from logdoctor.ingest import clean_lines\n"
+        "from logdoctor.read.ingest import clean_lines\n"
         "lines = ['{' * 200000, '{\"log\":\"' + '\\\\\\\\' * 200000 + '\"}', '2025-04-05T00:01:19Z stderr P ' + 'a ' * 100000,\n"
         "         '(' + 'pid=1 ' * 40000, 'Apr 05 00:01:19 ' + 'h' * 100000, '<1>1 ' + '- ' * 100000,\n"
         "         'sglang-0 sglang ' * 20000, 'x  ' * 100000 + '| ']\n"
@@ -316,7 +316,7 @@ def _serving(n: int) -> list[str]:
     lambda i, t: f"2025-04-05T00:02:{i % 60:02d}.{i:09d}Z {t}",
 ], ids=["compose", "cri", "json", "rfc3339"])
 def test_enveloped_serving_lines_go_to_the_sink(wrap) -> None:
-    from logdoctor.summary import RunBuilder
+    from logdoctor.run.summary import RunBuilder
     n = 20_000
     launch = [f"[2025-04-05 00:01:00] launch line {i} " + "x" * (i % 40) for i in range(3000)]
     body = [wrap(i, t) for i, t in enumerate(launch + _serving(n))]
@@ -365,7 +365,7 @@ def test_a_newest_first_stream_is_reversed_only_up_to_its_bound(monkeypatch) -> 
     """An endless newest-first stream must neither fill the disk nor hang: its newest part is read."""
     import itertools
 
-    from logdoctor import envelope_stream
+    from logdoctor.read import envelope_stream
     monkeypatch.setattr(envelope_stream, "REVERSE_MAX_LINES", 1000)
     endless = ((f"ERROR 2025-04-05T00:01:{i % 60:02d}.000Z line {i}".encode(), False) for i in itertools.count())
     got = list(envelope_stream.reversed_raws(endless))

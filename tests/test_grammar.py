@@ -1,7 +1,7 @@
 """The grammar's tolerance: fields that drift between versions never break a line's parsing."""
 from __future__ import annotations
 
-from logdoctor.grammar import parse_batch, parse_message
+from logdoctor.parse.grammar import parse_batch, parse_message
 
 
 def test_unknown_new_fields_in_memory_lines_are_kept_not_fatal() -> None:

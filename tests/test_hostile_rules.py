@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.engine import match_value
-from logdoctor.rules import RuleError, _compile_matcher, check_dir, load_rule
+from logdoctor.diagnosis.engine import match_value
+from logdoctor.diagnosis.rules import RuleError, _compile_matcher, check_dir, load_rule
 
 BASE = """\
 id: UNK950
@@ -94,7 +94,7 @@ def test_wrong_types_are_reported_with_a_line(tmp_path: Path, bad: str, message:
 
 
 def test_templates_cannot_reach_attributes() -> None:
-    from logdoctor.engine import render
+    from logdoctor.diagnosis.engine import render
     values = {"ev": {"message": "hi"}, "run": {}}
     # no attribute is reached: the placeholder has no value, so its sentence is left out
     assert render("{ev.message.__class__}", values) == ""

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.ingest import MAX_LINE_BYTES, TRUNCATION_MARK, InputError, clean_lines, read_lines
+from logdoctor.read.ingest import (
+    MAX_LINE_BYTES,
+    TRUNCATION_MARK,
+    InputError,
+    clean_lines,
+    read_lines,
+)
 
 
 def lines_of(data: bytes) -> list[tuple[int, str]]:

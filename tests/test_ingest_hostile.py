@@ -22,15 +22,15 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from logdoctor.batch import precheck
-from logdoctor.ingest import (
+from logdoctor.many.batch import precheck
+from logdoctor.read.ingest import (
     MAX_LINE_BYTES,
     TRUNCATION_MARK,
     InputError,
     clean_lines,
     read_lines,
 )
-from logdoctor.sniff import check_path, compression_of, open_source
+from logdoctor.read.sniff import check_path, compression_of, open_source
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"
@@ -260,7 +260,7 @@ def test_one_giant_compressed_line_is_read_in_bounded_memory(tmp_path: Path) -> 
         f.write(z.compress(b"\n[2025-01-01 10:00:01 TP0] after the bomb\n") + z.flush())
     code = (
         "import json, resource, sys\n"
-        "from logdoctor.ingest import read_lines\n"
+        "from logdoctor.read.ingest import read_lines\n"
         "lines = [(ln.number, len(ln.text), ln.truncated, ln.text[-20:]) for ln in read_lines(sys.argv[1])]\n"
         "print(json.dumps(lines))\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
@@ -330,7 +330,7 @@ def test_lone_cr_spanning_the_bulk_path_keeps_numbers(tmp_path: Path) -> None:
 
 HOSTILE = r'''
 import io, resource, sys
-from logdoctor.ingest import clean_lines
+from logdoctor.read.ingest import clean_lines
 N = 200_000
 cases = {
     "digits and CR": b"1" * N + b"\r" + b"2" * N + b"\n",
@@ -357,7 +357,7 @@ def test_regex_hostile_lines_are_linear() -> None:
 
 MEMORY = r'''
 import io, resource
-from logdoctor.ingest import clean_lines
+from logdoctor.read.ingest import clean_lines
 
 class Lines(io.RawIOBase):
     """300 lines of 1.25 MiB of invalid UTF-8 and emoji (4-byte characters), generated, never stored."""

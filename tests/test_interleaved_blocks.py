@@ -2,7 +2,7 @@
 stack, a second actor's INFO line inside the first one's traceback) does not end or split the block."""
 from __future__ import annotations
 
-from logdoctor.parse import parse_text
+from logdoctor.parse.parse import parse_text
 
 WORKER = "(SGLangEngine pid=4102) "
 OTHER = "(SGLangEngine pid=4103) "

@@ -20,15 +20,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from logdoctor.citations import Citations, MergedPositions
 from logdoctor.diagnose import diagnose
+from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.events import Event
-from logdoctor.ingest import read_lines
-from logdoctor.launch import diagnose_logs, glog_secs, natural_key
-from logdoctor.parse import parse_lines
-from logdoctor.report import explain_markdown, explain_text
-from logdoctor.rules import load_ruleset
-from logdoctor.summary import RunBuilder
+from logdoctor.many.launch import diagnose_logs, glog_secs, natural_key
+from logdoctor.parse.parse import parse_lines
+from logdoctor.read.citations import Citations, MergedPositions
+from logdoctor.read.ingest import read_lines
+from logdoctor.report.report import explain_markdown, explain_text
+from logdoctor.run.summary import RunBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = ROOT / "fixtures" / "launch"
@@ -336,7 +336,7 @@ def test_spooled_stdin_is_removed(tmp_path: Path) -> None:
 def test_stdin_over_the_spool_limit_is_read_once(monkeypatch: pytest.MonkeyPatch, rules: list) -> None:
     import io
 
-    from logdoctor import launch
+    from logdoctor.many import launch
     monkeypatch.setattr(launch, "SPOOL_MAX", 4096)
     data = PREFIXED.read_bytes()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from logdoctor.events import CUT_MARK, MAX_TEXT_CHARS
-from logdoctor.parse import MAX_MESSAGE_CHARS, parse_text
-from logdoctor.prefix import DAY_CACHE_SIZE, _day_secs
-from logdoctor.serverargs import parse_server_args
-from logdoctor.summary import Quantiles
-from logdoctor.values import convert, extract_pairs, to_float, to_int
+from logdoctor.parse.parse import MAX_MESSAGE_CHARS, parse_text
+from logdoctor.parse.serverargs import parse_server_args
+from logdoctor.parse.values import convert, extract_pairs, to_float, to_int
+from logdoctor.read.prefix import DAY_CACHE_SIZE, _day_secs
+from logdoctor.run.summary import Quantiles
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"
@@ -26,10 +26,10 @@ GUARD_S = 120  # a hang guard, not a speed goal: each input here took from 10 s 
 # ------------------------------------------------------------------------------------------------
 # the regex audit: every module-level pattern of the parser, fed long runs
 
-AUDITED_MODULES = ["logdoctor.parse", "logdoctor.errortext", "logdoctor.finishers", "logdoctor.prefix",
-                   "logdoctor.values", "logdoctor.summary", "logdoctor.grammar", "logdoctor.memory",
-                   "logdoctor.serverargs", "logdoctor.events", "logdoctor.envelope",
-                   "logdoctor.envelope_json", "logdoctor.envelope_stream", "logdoctor.ingest", "logdoctor.launch"]
+AUDITED_MODULES = ["logdoctor.parse.parse", "logdoctor.parse.errortext", "logdoctor.parse.finishers", "logdoctor.read.prefix",
+                   "logdoctor.parse.values", "logdoctor.run.summary", "logdoctor.parse.grammar", "logdoctor.run.memory",
+                   "logdoctor.parse.serverargs", "logdoctor.events", "logdoctor.read.envelope",
+                   "logdoctor.read.envelope_json", "logdoctor.read.envelope_stream", "logdoctor.read.ingest", "logdoctor.many.launch"]
 
 # Runs of one character class and repeated sub-patterns (the shapes the fuzzer never made), and lead-ins
 # that carry a pattern up to its quantified part (`host:1:2 [0] ` then 40k spaces was the NCCL case).
@@ -103,7 +103,7 @@ for name in sys.argv[2:]:
     for attr, value in sorted(vars(mod).items()):
         if isinstance(value, re.Pattern):
             patterns.append((f"{name}.{attr}", value, False))
-    if name == "logdoctor.grammar":
+    if name == "logdoctor.parse.grammar":
         # lark matches its terminals at the token start only (its lexer calls .match), so does the prefilter
         parser = mod._parser()
         for t in parser.terminals:
@@ -139,10 +139,10 @@ def test_every_pattern_is_linear_on_long_runs(module: str) -> None:
 
 def test_audit_finds_the_patterns_it_is_meant_to_cover() -> None:
     """The audit is only as good as its reach: the patterns of the old defects must be in it."""
-    import logdoctor.envelope as env
-    import logdoctor.errortext as et
-    import logdoctor.finishers as fin
-    import logdoctor.prefix as pre
+    import logdoctor.parse.errortext as et
+    import logdoctor.parse.finishers as fin
+    import logdoctor.read.envelope as env
+    import logdoctor.read.prefix as pre
     assert all(m.__name__ in AUDITED_MODULES for m in (env, et, fin, pre))
     assert all(hasattr(m, a) for m, a in ((et, "_OOM_TOTAL"), (fin, "_WORK_TAIL"), (pre, "_NCCL"),
                                           (et, "_TR_RANK"), (env, "_RAY_INNER")))
@@ -376,8 +376,8 @@ def test_many_long_telling_events_stay_within_the_kept_bytes(tmp_path: Path) -> 
     code = (
         "import json, resource, sys\n"
         "from logdoctor.diagnose import diagnose_source\n"
-        "from logdoctor.engine import MAX_KEPT_BYTES\n"
-        "from logdoctor.rules import load_ruleset\n"
+        "from logdoctor.diagnosis.engine import MAX_KEPT_BYTES\n"
+        "from logdoctor.diagnosis.rules import load_ruleset\n"
         "rules = load_ruleset()\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "r = diagnose_source(sys.argv[1], rules)\n"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.literals import required_literals
-from logdoctor.rules import builtin_rules, compile_regex
+from logdoctor.diagnosis.literals import required_literals
+from logdoctor.diagnosis.rules import builtin_rules, compile_regex
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from logdoctor.diagnose import Report, diagnose_source
-from logdoctor.holes import holes
-from logdoctor.rules import load_ruleset
+from logdoctor.diagnosis.holes import holes
+from logdoctor.diagnosis.rules import load_ruleset
 
 RULES = load_ruleset()
 P2P_WARN = "sgl-worker-0:4167:5269 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'invalid argument'\n"

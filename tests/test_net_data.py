@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from logdoctor.diagnose import diagnose_source
-from logdoctor.holes import holes
-from logdoctor.net import example_problems
-from logdoctor.net_data import CATEGORIES, builtin_net_dir, check_net_dir
-from logdoctor.rules import load_ruleset
+from logdoctor.diagnosis.holes import holes
+from logdoctor.diagnosis.net import example_problems
+from logdoctor.diagnosis.net_data import CATEGORIES, builtin_net_dir, check_net_dir
+from logdoctor.diagnosis.rules import load_ruleset
 
 ROOT = Path(__file__).resolve().parent.parent
 NET_FIXTURES = ROOT / "fixtures" / "net"
@@ -73,7 +73,7 @@ def test_net_readme_is_up_to_date() -> None:
 
 
 def test_a_user_net_dir_extends_and_overrides(tmp_path: Path) -> None:
-    from logdoctor.net_data import load_net
+    from logdoctor.diagnosis.net_data import load_net
     vocab = tmp_path / "net" / "vocabulary"
     vocab.mkdir(parents=True)
     (vocab / "mine.yaml").write_text(
@@ -93,7 +93,7 @@ def test_a_user_net_dir_extends_and_overrides(tmp_path: Path) -> None:
 
 
 def test_a_bad_user_net_file_is_one_clear_error(tmp_path: Path) -> None:
-    from logdoctor.rule_files import RuleError
+    from logdoctor.diagnosis.rule_files import RuleError
     vocab = tmp_path / "net" / "vocabulary"
     vocab.mkdir(parents=True)
     (vocab / "bad.yaml").write_text("library: bad\nread: [x]\nterms:\n  - id: bad-one\n    regex: \"a(b\"\n"

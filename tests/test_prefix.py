@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from logdoctor.ingest import lines_from_text
-from logdoctor.prefix import split_prefix
+from logdoctor.read.ingest import lines_from_text
+from logdoctor.read.prefix import split_prefix
 
 
 @pytest.mark.parametrize("line, body, ranks, rank, origin", [

@@ -7,10 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logdoctor.diagnose import diagnose
-from logdoctor.ingest import clean_lines
-from logdoctor.parse import parse_lines
-from logdoctor.rules import builtin_rules
-from logdoctor.summary import summarize
+from logdoctor.diagnosis.rules import builtin_rules
+from logdoctor.parse.parse import parse_lines
+from logdoctor.read.ingest import clean_lines
+from logdoctor.run.summary import summarize
 
 FRAGMENTS = [
     "[2025-03-01 10:00:00 TP0] ", "[14:03:22 TP1] ", "[2026-01-01 00:00:00.123 DP0 TP3 EP3] ", "Traceback (most recent call last):\n",

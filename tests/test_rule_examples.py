@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.rules import check_dir
-from logdoctor.ruletest import fires_on
+from logdoctor.diagnosis.rules import check_dir
+from logdoctor.diagnosis.ruletest import fires_on
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES, PROBLEMS = check_dir(ROOT / "rules")

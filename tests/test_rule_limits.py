@@ -12,12 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor import engine, rule_cost, rule_files
 from logdoctor.diagnose import diagnose
-from logdoctor.engine import RulesTooSlow, UserRuleClock, match_value
-from logdoctor.parse import parse_source
-from logdoctor.rules import RuleError, builtin_rules, check_dir, load_rule, load_ruleset
-from logdoctor.templates import MAX_FORMAT_WIDTH, format_value, render
+from logdoctor.diagnosis import engine, rule_cost, rule_files
+from logdoctor.diagnosis.engine import RulesTooSlow, UserRuleClock, match_value
+from logdoctor.diagnosis.rules import (
+    RuleError,
+    builtin_rules,
+    check_dir,
+    load_rule,
+    load_ruleset,
+)
+from logdoctor.diagnosis.templates import MAX_FORMAT_WIDTH, format_value, render
+from logdoctor.parse.parse import parse_source
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG = ROOT / "fixtures" / "logs" / "v0.5-capture-oom-tp4.log"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.rules import RuleError, check_dir, load_rule
+from logdoctor.diagnosis.rules import RuleError, check_dir, load_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = """\

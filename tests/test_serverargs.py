@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from logdoctor.serverargs import parse_server_args
+from logdoctor.parse.serverargs import parse_server_args
 
 
 def test_typed_fields_and_nested_values() -> None:

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from logdoctor.diagnose import diagnose_source
-from logdoctor.engine import evaluate_rule, index_and_fold
+from logdoctor.diagnosis.engine import evaluate_rule, index_and_fold
+from logdoctor.diagnosis.holes import holes
+from logdoctor.diagnosis.rules import load_ruleset
+from logdoctor.diagnosis.templates import render
 from logdoctor.events import KINDS
-from logdoctor.holes import holes
-from logdoctor.ingest import read_lines
-from logdoctor.memory import analyse, template_values
-from logdoctor.parse import parse_lines
-from logdoctor.rules import load_ruleset
-from logdoctor.summary import RunBuilder
-from logdoctor.templates import render
+from logdoctor.parse.parse import parse_lines
+from logdoctor.read.ingest import read_lines
+from logdoctor.run.memory import analyse, template_values
+from logdoctor.run.summary import RunBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = load_ruleset()

@@ -37,8 +37,8 @@ import wrap_log
 
 from logdoctor.cli import cli
 from logdoctor.diagnose import Report, diagnose_source
-from logdoctor.ingest import read_lines
-from logdoctor.rules import load_ruleset
+from logdoctor.diagnosis.rules import load_ruleset
+from logdoctor.read.ingest import read_lines
 
 FIXTURES = ROOT / "fixtures"
 LOGS = sorted((FIXTURES / "logs").iterdir()) + sorted((FIXTURES / "example").iterdir()) + [

@@ -4,7 +4,7 @@
     python tools/build_parser.py --check  # exit 1 if the shipped table is stale (tests run this too)
 
 logdoctor loads `grammars/sglang.parser.json` instead of building the LALR parser on every run, and
-instead of lark's pickle cache (see logdoctor/grammar.py for why).
+instead of lark's pickle cache (see logdoctor/parse/grammar.py for why).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logdoctor.grammar import build_parser, serialize_table, table_identity
+from logdoctor.parse.grammar import build_parser, serialize_table, table_identity
 
 GRAMMAR = ROOT / "grammars" / "sglang.lark"
 TABLE = ROOT / "grammars" / "sglang.parser.json"

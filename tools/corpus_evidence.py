@@ -6,8 +6,8 @@ import csv
 import sys
 from pathlib import Path
 
-from logdoctor.ingest import read_lines
-from logdoctor.parse import parse_source
+from logdoctor.parse.parse import parse_source
+from logdoctor.read.ingest import read_lines
 
 
 def evidence_lines(path: Path, evidence: str) -> list[int]:

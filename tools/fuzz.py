@@ -119,9 +119,9 @@ def mutate(rng: random.Random, seeds: list[bytes], whole: bool = False, shape_ra
 
 
 def target_parse(data: bytes) -> None:
-    from logdoctor.ingest import clean_lines
-    from logdoctor.parse import parse_lines
-    from logdoctor.summary import RunBuilder
+    from logdoctor.parse.parse import parse_lines
+    from logdoctor.read.ingest import clean_lines
+    from logdoctor.run.summary import RunBuilder
     b = RunBuilder("fuzz")
     last = 0
     for ev in parse_lines(clean_lines(io.BytesIO(data), b.add_batch_lines), "fuzz"):
@@ -137,11 +137,11 @@ _RULES = None
 def target_explain(data: bytes) -> None:
     global _RULES
     from logdoctor.diagnose import diagnose
-    from logdoctor.ingest import clean_lines
-    from logdoctor.parse import parse_lines
-    from logdoctor.report import explain_markdown, explain_text
-    from logdoctor.rules import builtin_rules
-    from logdoctor.summary import RunBuilder
+    from logdoctor.diagnosis.rules import builtin_rules
+    from logdoctor.parse.parse import parse_lines
+    from logdoctor.read.ingest import clean_lines
+    from logdoctor.report.report import explain_markdown, explain_text
+    from logdoctor.run.summary import RunBuilder
     if _RULES is None:
         _RULES = list(builtin_rules())
     b = RunBuilder("fuzz")
@@ -152,7 +152,7 @@ def target_explain(data: bytes) -> None:
 
 
 def target_rule(data: bytes) -> None:
-    from logdoctor.rules import RuleError, load_rule
+    from logdoctor.diagnosis.rules import RuleError, load_rule
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "rules" / "unknown" / "fuzzed.yaml"
         p.parent.mkdir(parents=True)

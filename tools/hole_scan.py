@@ -3,7 +3,7 @@
 
 Usage: tools/hole_scan.py LOG_OR_DIR... [--rules DIR]
 
-Every diagnosis (primary and context) of every log is checked with logdoctor.holes: a title, explanation
+Every diagnosis (primary and context) of every log is checked with logdoctor.diagnosis.holes: a title, explanation
 or remedy with `?`, `None`, "a rank", empty quotes or dangling punctuation is printed as
 `file: RULE part: holes: text`. Exit 1 when any is found, 0 otherwise.
 """
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from logdoctor.diagnose import diagnose_source
-from logdoctor.holes import holes
-from logdoctor.rules import load_ruleset
-from logdoctor.sniff import InputError
+from logdoctor.diagnosis.holes import holes
+from logdoctor.diagnosis.rules import load_ruleset
+from logdoctor.read.sniff import InputError
 
 
 def main() -> int:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-from logdoctor.net_data import CATEGORIES, builtin_net_dir, check_net_dir
+from logdoctor.diagnosis.net_data import CATEGORIES, builtin_net_dir, check_net_dir
 
 HEADER = """# The broad net's data
 
 The rules (`rules/<category>/*.yaml`) name the failures they know. After them, the broad net
-(`logdoctor/net.py`) places a failure no rule names from what the log still shows, and says that it
+(`logdoctor/diagnosis/net.py`) places a failure no rule names from what the log still shows, and says that it
 inferred it, from what, with a lower confidence:
 
 1. **vocabulary** (`vocabulary/<library>.yaml`): phrases the libraries SGLang runs on print when a launch
@@ -31,7 +31,7 @@ The net reads only lines of other libraries, unrecognised lines and SGLang's exi
 INFO lines, never a line a rule explained as harmless), and only the last 120 events (after the ready
 line, when there is one). Add your own in `DIR/net/vocabulary/*.yaml` and `DIR/net/frames/*.yaml` of a
 `--rules DIR`; a term or subsystem with a built-in id replaces it. Check with
-`python -m logdoctor.net check [DIR/net]` (schema, RE2 patterns, and that every term's `example` line
+`python -m logdoctor.diagnosis.net check [DIR/net]` (schema, RE2 patterns, and that every term's `example` line
 parses to an event the term matches). This file is written by `tools/net_readme.py`.
 """
 

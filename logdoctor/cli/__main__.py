@@ -1,0 +1,4 @@
+"""`python -m logdoctor.cli`."""
+from logdoctor.cli.main import main
+
+main()

@@ -1,0 +1,168 @@
+"""Diagnoses to a verdict and a ranked list: the root cause first, the rest as context.
+
+Root cause = the first fatal diagnosis in the log (by the line of its decisive text), ties broken by
+rule priority (specific rules over wrappers such as `Capture cuda graph failed:`). Cascades (SIGQUIT
+from a child, "scheduler is dead", other ranks' aborts) never lead. A rule of category `unknown` leads
+only when no rule names a cause. Verdicts: `failed`, `healthy` (reached ready, nothing fatal after),
+`incomplete` (no fatal failure and no ready line; a `stall: true` rule may say where it stopped).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from logdoctor.diagnosis.engine import Diagnosis, evaluate_all, index_and_fold, render
+from logdoctor.diagnosis.net import refine
+from logdoctor.diagnosis.net_data import NetData, load_net
+from logdoctor.diagnosis.rules import Rule
+from logdoctor.events import Event
+from logdoctor.read.citations import Citations, cite_report
+from logdoctor.run.memory import analyse, template_values
+from logdoctor.run.summary import Run, RunBuilder
+
+SCHEMA = "logdoctor.diagnosis/1"
+SERVING_MARGIN = 10  # lines of other ranks' output that may still interleave after a fatal error
+
+
+@dataclass
+class Report:
+    source: str
+    verdict: str
+    primary: Diagnosis | None
+    diagnoses: list[Diagnosis]
+    run: Run
+    memory: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    # the nodes read ({"node", "file", "ranks", "lines"}), when the report covers several
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    # the nodes the run's stage / failure / warning lines are on (citations.cite_run), several nodes only
+    run_nodes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "schema": SCHEMA,
+            "source": self.source,
+            "verdict": self.verdict,
+            "primary": self.primary.to_dict() if self.primary else None,
+            "diagnoses": [d.to_dict() for d in self.diagnoses],
+            "run": self.run.to_dict(),
+        }
+        if self.nodes:
+            d["nodes"] = self.nodes
+            _add_run_nodes(d["run"], self.run_nodes)
+        if self.notes:
+            d["notes"] = self.notes
+        return d
+
+
+def _add_run_nodes(run: dict[str, Any], nodes: dict[str, Any]) -> None:
+    """`node` beside every stage / failure / warning line of a multi-node run."""
+    for name, node in nodes.get("stages", {}).items():
+        if name in run["stages"] and node is not None:
+            run["stages"][name]["node"] = node
+    for key in ("failures", "warnings"):
+        for item, node in zip(run[key], nodes.get(key, [])):
+            if node is not None:
+                item["node"] = node
+
+
+def _is_fatal(d: Diagnosis) -> bool:
+    return d.rule.fatal and not d.rule.cascade
+
+
+def _key(d: Diagnosis) -> tuple[int, int]:
+    return (d.position, -d.rule.priority)
+
+
+def was_serving(run: Run) -> bool:
+    """Batch lines show a server that was serving (v0.1.3-v0.1.17 print no ready line), unless the only one is
+    a single prefill: SGLang prints the ready line after its warm-up request, whose few new tokens print a
+    prefill line and no decode line, so that alone is a warm-up that did not finish."""
+    b = run.batches
+    return bool(b.get("count")) and not (b.get("decode_count", 0) == 0 and b.get("prefill_count", 0) <= 1)
+
+
+def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
+    # a catch-all (`unknown`) diagnosis on text a specific rule already explains is noise
+    ready_line = run.stages["ready"].first_line if "ready" in run.stages else None
+
+    serving_until = run.last_serving_line
+
+    def counts(d: Diagnosis) -> bool:
+        """Fatal, not before a ready line the server went on to print, and not followed by more serving
+        (a request-level traceback after which batches keep coming did not end the server)."""
+        if not _is_fatal(d) or (ready_line is not None and d.position <= ready_line):
+            return False
+        block_end = max([d.position] + [e.end_line or e.line for e in d.evidence if e.line == d.position])
+        # v0.1 servers print no ready line: batches after the block show the server went on just the same
+        serving = ready_line is not None or was_serving(run)
+        return not (serving and serving_until > block_end + SERVING_MARGIN)
+
+    # catch-alls (`unknown`) say "the cause is not in this log": noise once a specific rule names one
+    if any(counts(d) and d.category != "unknown" for d in diags):
+        diags = [d for d in diags if d.category != "unknown"]
+    fatal = [d for d in diags if counts(d)]
+    for d in fatal:
+        d.counted = True
+    if fatal:
+        known = sorted((d for d in fatal if d.category != "unknown"), key=_key)
+        primary = known[0] if known else sorted(fatal, key=_key)[0]
+        verdict = "failed"
+    elif ready_line is not None or was_serving(run):
+        # v0.1.3-v0.1.17 print no ready line; batch lines mean the server was serving
+        primary, verdict = None, "healthy"
+    else:
+        stalls = sorted((d for d in diags if d.rule.stall), key=_key)
+        primary, verdict = (stalls[0] if stalls else None), "incomplete"
+    rest = sorted((d for d in diags if d is not primary), key=lambda d: (not _is_fatal(d), d.position, -d.rule.priority))
+    ordered = ([primary] if primary else []) + rest
+    return verdict, primary, ordered
+
+
+def diagnose_source(source: str, rules: list[Rule], label: str | None = None,
+                    envelope: str | None = None) -> Report:
+    """Read, parse, fold, match and rank one log; periodic batch lines take the bulk path.
+
+    `envelope`: as `ingest.read_lines` takes it (None: detect by shape)."""
+    from logdoctor.parse.parse import parse_lines
+    from logdoctor.read.ingest import read_lines
+    builder = RunBuilder(label or source)
+    citations = Citations()
+    events = parse_lines(read_lines(source, builder.add_batch_lines, envelope), label or source, citations)
+    return diagnose(events, rules, label or source, builder, citations)
+
+
+def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
+             builder: RunBuilder | None = None, citations: Citations | None = None,
+             net: NetData | None = None) -> Report:
+    """Fold, match and rank one log's events (streaming: events are consumed once).
+
+    Events are ordered by position; `citations` (filled while the events are read) turns positions
+    into the lines as given once the ranking is done."""
+    builder = builder or RunBuilder(source)
+    index = index_and_fold(events, builder)
+    run = builder.run
+    diags = evaluate_all(rules, index, run)
+    mem = analyse(run)
+    mem_values = template_values(mem)
+    verdict, primary, ordered = rank_diagnoses(diags, run)
+    verdict, primary, ordered = refine(verdict, primary, ordered, index, run,
+                                       net if net is not None else getattr(rules, "net", None) or load_net())
+    report = Report(source, verdict, primary, ordered, run, mem.to_dict())
+    if citations is not None:
+        cite_report(report, citations)  # after ranking: nothing orders by position any more
+    for d in ordered:
+        if d.rule.inferred:  # written by the net from the log's own text: not a template
+            if d.category == "memory_pressure":
+                d.memory = mem.to_dict()
+            continue
+        d.values["mem"] = mem_values
+        d.explanation = render(d.rule.explanation, d.values)
+        d.remedies = [text for r in d.rule.remedy if (text := render(r, d.values))]
+        if d.category == "memory_pressure":
+            d.memory = mem.to_dict()
+    return report
+
+
+__all__ = ["Report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]

@@ -1,0 +1,334 @@
+"""Many logs: find them, diagnose each in a worker process, stream the rows back.
+
+One bad file never costs the others: every path becomes exactly one row, with `error` set when it
+could not be read (missing, unreadable, not a regular file, binary, vanished, symlink loop, a directory
+that cannot be listed, over its time budget, its worker killed). FIFOs and device files are never opened
+(opening a FIFO would block forever). Workers inherit the rule set loaded once by the parent; rows are
+small, so memory does not grow with the number of files.
+
+Paths stay as Python decodes them from the file system (undecodable bytes as surrogates, so the file
+can still be opened); rows carry that form and every output shows `paths.display_path` of it.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import IO, Any
+
+from logdoctor.paths import display_path, display_text
+
+# What a directory walk picks up: NAME.log / .txt / .out / .err, optionally rotated (server.log.1,
+# server.log-20240101, server.log.2024-01-01) and optionally gzipped (.gz); and any other .gz file.
+# Bounded repetition only: a file name is untrusted input too.
+LOG_NAME = re.compile(r"(?:\.(?:log|txt|out|err)(?:[.-][0-9][0-9._-]{0,31})?(?:\.gz)?|\.gz)$")
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass
+class BatchRow:
+    path: str
+    verdict: str | None = None
+    category: str | None = None
+    rule: str | None = None
+    title: str | None = None
+    confidence: float | None = None
+    evidence_line: int | None = None
+    last_stage: str | None = None
+    error: str | None = None
+
+
+# ------------------------------------------------------------------------------------------------
+# discovery
+
+
+def is_log_name(name: str) -> bool:
+    """Whether a directory walk picks up a file of this name (see LOG_NAME)."""
+    return LOG_NAME.search(name) is not None
+
+
+def discover_inputs(paths: Iterable[str], all_files: bool = False) -> Iterator[tuple[str, str | None]]:
+    """(path, problem) for files, directories (recursive, symlinked directories not followed) and globs.
+
+    `problem` is None for a file to try, or why a directory could not be listed: an unreadable
+    directory is a finding, not an empty one. Never raises.
+    """
+    seen: set[str] = set()
+    for p in paths:
+        matches = sorted(glob.glob(p, recursive=True)) if glob.has_magic(p) else [p]
+        if not matches:
+            yield p, None  # reported as missing
+            continue
+        for m in matches:
+            if os.path.isdir(m) and not os.path.islink(m):
+                unlisted: list[OSError] = []
+                for root, dirs, files in os.walk(m, followlinks=False, onerror=unlisted.append):
+                    yield from _unlisted(unlisted, seen)
+                    dirs.sort()
+                    for f in sorted(files):
+                        full = os.path.join(root, f)
+                        if (all_files or is_log_name(f)) and full not in seen:
+                            seen.add(full)
+                            yield full, None
+                yield from _unlisted(unlisted, seen)
+            elif m not in seen:
+                seen.add(m)
+                yield m, None
+
+
+def _unlisted(errors: list[OSError], seen: set[str]) -> Iterator[tuple[str, str]]:
+    while errors:
+        e = errors.pop(0)
+        where = os.fspath(e.filename) if e.filename is not None else "?"
+        if where in seen:
+            continue
+        seen.add(where)
+        why = "permission denied" if isinstance(e, PermissionError) else (e.strerror or str(e))
+        yield where, f"cannot list directory ({why})"
+
+
+def discover(paths: Iterable[str], all_files: bool = False) -> Iterator[str]:
+    """The paths of discover_inputs (unlistable directories included, as their own path)."""
+    for path, _ in discover_inputs(paths, all_files):
+        yield path
+
+
+def precheck(path: str) -> str | None:
+    """Why a path cannot be read as a log (None when it can be tried).
+
+    The same checks `open_source` makes for every other command (sniff.check_path: device, socket,
+    binary, corrupt compression by magic bytes), except that FIFOs and the null device are refused
+    without being opened: a directory walk must not wait for a writer on every FIFO it meets.
+    """
+    from logdoctor.read.sniff import check_path
+    return check_path(path)
+
+
+def _non_text_ratio(head: bytes) -> float:
+    from logdoctor.read.sniff import non_text_ratio
+    return non_text_ratio(head)
+
+
+# ------------------------------------------------------------------------------------------------
+# per-file work (runs in worker processes)
+
+_RULES: list[Any] | None = None  # set in the parent before workers fork: they share it copy-on-write
+_EVENTS: IO[bytes] | None = None  # this process's events file (an unlinked temp file), when --events
+_ENVELOPE: str | None = None      # --envelope (None: detected per file); set before workers fork, like _RULES
+
+
+def _set_events(sink: IO[bytes] | None) -> None:
+    global _EVENTS
+    _EVENTS = sink
+
+
+def diagnose_path(path: str, want_run: bool = False) -> tuple[BatchRow, dict[str, Any] | None]:
+    """One file to one row (and optionally the flattened run); never raises."""
+    if _EVENTS is None:
+        return _diagnose_path(path, want_run)
+    _EVENTS.flush()
+    start = _EVENTS.tell()
+    row, run = _diagnose_path(path, want_run)
+    _EVENTS.flush()
+    if row.error is not None:  # no half a file's events next to an error row
+        _EVENTS.truncate(start)
+        _EVENTS.seek(start)
+    return row, run
+
+
+def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] | None]:
+    from logdoctor.diagnosis.ranking import diagnose_source
+    from logdoctor.read.ingest import InputError
+    row = BatchRow(path)
+    problem = precheck(path)
+    if problem is not None:
+        row.error = problem
+        return row, None
+    assert _RULES is not None
+    try:
+        if _EVENTS is not None:
+            report = _diagnose_with_events(path)
+        else:
+            report = diagnose_source(path, _RULES, display_path(path), _ENVELOPE)
+    except InputError as e:
+        row.error = e.reason
+        return row, None
+    except FileNotFoundError:
+        row.error = "vanished during the run"
+        return row, None
+    except (OSError, EOFError) as e:
+        row.error = f"read failed ({e})"
+        return row, None
+    except RecursionError:
+        row.error = "input too deeply nested"
+        return row, None
+    except Exception as e:  # one broken file must not end the batch
+        row.error = f"internal error: {type(e).__name__}: {e}"
+        return row, None
+    row.verdict = report.verdict
+    row.last_stage = report.run.last_stage
+    p = report.primary
+    if p is not None:
+        row.category, row.rule, row.title = p.category, p.rule.id, p.rule.title
+        row.confidence = round(p.confidence, 3)
+        row.evidence_line = p.position
+    run = flatten_run(report) if want_run else None
+    return row, run
+
+
+def _diagnose_with_events(path: str) -> Any:
+    """Diagnose and also append every event of this file, as JSON lines, to this process's events file."""
+    from logdoctor.diagnosis.ranking import diagnose
+    from logdoctor.parse.parse import parse_source
+    from logdoctor.read.citations import Citations
+    assert _EVENTS is not None and _RULES is not None
+    out, shown = _EVENTS, display_path(path)
+    events = parse_source(path) if _ENVELOPE is None else parse_source(path, _ENVELOPE)
+    # events stay in reading order for the diagnosis; their rows cite the lines as given
+    citations = getattr(events, "citations", None) or Citations()
+
+    def tee() -> Iterator[Any]:
+        for ev in events:
+            line = json.dumps({"path": shown, "line": citations.line(ev.line),
+                               "rank": ev.ranks or (None if ev.rank is None else str(ev.rank)),
+                               "ts": ev.ts, "kind": ev.kind,
+                               "fields": json.dumps(ev.fields, default=str, ensure_ascii=False)}, ensure_ascii=False)
+            out.write(line.encode("utf-8", "backslashreplace") + b"\n")
+            yield ev
+    return diagnose(tee(), _RULES, shown, None, citations)
+
+
+def run_batch(paths: list[str], rule_dirs: list[str], jobs: int, want_run: bool = False,
+              events: list[IO[bytes]] | None = None, progress: bool = False, timeout: float | None = None,
+              rules: list[Any] | None = None, envelope: str | None = None
+              ) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
+    """Yield (row, run) per path, in completion order.
+
+    `timeout` (seconds, None or 0 for none) is each file's budget: a file over it gets the row
+    `timed out after N s` and its worker is replaced. With a budget even `jobs=1` runs in a worker
+    process, because only a separate process can be stopped in the middle of a regex. `events`: a list
+    that receives the unlinked temp files holding every event as JSON lines (the caller closes them).
+    `envelope`: as `ingest.read_lines` takes it, for every file (None: detected per file).
+    """
+    global _RULES, _ENVELOPE
+    from logdoctor.many.workers import Pool, worker_count
+    if rules is None:
+        from logdoctor.diagnosis.rules import load_ruleset
+        rules = load_ruleset(rule_dirs)
+    _RULES = rules
+    _ENVELOPE = envelope
+    total = len(paths)
+    bar = _Progress(total) if progress else None
+    if timeout is not None and timeout <= 0:
+        timeout = None
+    if timeout is None and worker_count(jobs, total) == 1:
+        results = _in_process(paths, want_run, events)
+    else:
+        def lost(path: str, why: str) -> tuple[BatchRow, dict[str, Any] | None]:  # over budget, or worker died
+            return BatchRow(path, error=why), None
+        pool: Pool[str, tuple[BatchRow, dict[str, Any] | None]] = Pool(
+            lambda p: diagnose_path(p, want_run), lost, _set_events, jobs, timeout, events is not None,
+            events if events is not None else [])
+        results = pool.run(paths)
+    try:
+        for done, res in enumerate(results, 1):
+            if bar:
+                bar.update(done)
+            yield res
+    finally:
+        results.close()
+        if bar:
+            bar.close()
+
+
+def _in_process(paths: list[str], want_run: bool, events: list[IO[bytes]] | None
+                ) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
+    import tempfile
+    if events is not None:
+        sink = tempfile.TemporaryFile(prefix="logdoctor-")
+        events.append(sink)
+        _set_events(sink)
+    try:
+        for p in paths:
+            yield diagnose_path(p, want_run)
+    finally:
+        _set_events(None)
+
+
+class _Progress:
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.last = -1
+
+    def update(self, done: int) -> None:
+        pct = int(100 * done / max(self.total, 1))
+        if pct != self.last:
+            self.last = pct
+            sys.stderr.write(f"\r{done}/{self.total} logs ({pct}%)")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+# ------------------------------------------------------------------------------------------------
+# runs: one flat row per run
+
+
+RUN_COLUMNS = [
+    "path", "model", "sglang_version", "era", "tp", "dp", "pp", "ep", "mem_fraction_static",
+    "effective_mem_fraction_static", "cuda_graph_max_bs", "chunked_prefill_size", "attention_backend",
+    "free_before_weights_gib", "free_after_weights_gib", "weights_gib", "kv_tokens", "kv_gib",
+    "graph_capture_s", "time_to_ready_s", "gen_throughput_p10", "gen_throughput_median", "gen_throughput_p90",
+    "peak_token_usage", "last_stage", "verdict", "category", "rule",
+]
+
+
+def flatten_run(report: Any) -> dict[str, Any]:
+    from logdoctor.run.memory import analyse
+    run = report.run
+    sa = run.server_args
+    mem = analyse(run)
+    stages = run.stages
+    first = next((s for s in stages.values() if s.start_secs is not None), None)
+    ready = stages.get("ready")
+    gc = stages.get("graph_capture")
+    p = report.primary
+    return {
+        "path": run.source, "model": sa.get("model_path"), "sglang_version": run.version, "era": run.era,
+        "tp": run.tp_size, "dp": run.dp_size, "pp": run.pp_size, "ep": run.ep_size,
+        "mem_fraction_static": _f(sa.get("mem_fraction_static")),
+        "effective_mem_fraction_static": mem.effective_mem_fraction_static,
+        "cuda_graph_max_bs": _i(sa.get("cuda_graph_max_bs")), "chunked_prefill_size": _i(sa.get("chunked_prefill_size")),
+        "attention_backend": sa.get("attention_backend") if isinstance(sa.get("attention_backend"), str) else None,
+        "free_before_weights_gib": mem.pre_load_free_gib, "free_after_weights_gib": mem.post_load_free_gib,
+        "weights_gib": mem.weights_gib, "kv_tokens": mem.kv_tokens, "kv_gib": mem.kv_cache_gib,
+        "graph_capture_s": gc.duration_s if gc else None,
+        "time_to_ready_s": (round(ready.start_secs - first.start_secs, 2)
+                            if ready and first and ready.start_secs is not None and first.start_secs is not None else None),
+        "gen_throughput_p10": run.batches.get("gen_throughput_p10"),
+        "gen_throughput_median": run.batches.get("gen_throughput_median"),
+        "gen_throughput_p90": run.batches.get("gen_throughput_p90"),
+        "peak_token_usage": run.batches.get("peak_token_usage"),
+        "last_stage": run.last_stage, "verdict": report.verdict,
+        "category": p.category if p else None, "rule": p.rule.id if p else None,
+    }
+
+
+def _f(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _i(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def row_dict(row: BatchRow) -> dict[str, Any]:
+    """The row as it is written: path in its display form, text escaped (see paths.display_path)."""
+    d = asdict(row)
+    return {k: display_text(v) if isinstance(v, str) else v for k, v in d.items()}

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_parse import MB, locate_logdoctor, run, write_serving_log
+from bench_parse import MB, locate_logdoctor, run, scratch_dir, write_serving_log
 
 T0 = 1764669600  # 2025-12-02T10:00:00Z, the generator's start
 
@@ -85,10 +83,9 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     a = ap.parse_args()
     exe = locate_logdoctor()
-    work = Path(tempfile.mkdtemp(prefix="logdoctor-bench-env-", dir=a.workdir))
-    out = work / "stdout"
     rows: list[dict[str, Any]] = []
-    try:
+    with scratch_dir("logdoctor-bench-env-", a.workdir, a.keep) as work:
+        out = work / "stdout"
         plain = work / "serving.log"
         truth = write_serving_log(plain, a.size_mb)
         plain_s, plain_b = summary_of(exe, plain, out)
@@ -104,11 +101,6 @@ def main() -> None:
                          "matches": {k: batches.get(k) for k in keys} == want})
             if not a.keep:
                 log.unlink()
-    finally:
-        if a.keep:
-            print(f"bench: kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
     if a.json:
         print(json.dumps({"rows": rows, "goal": "ratio >= 0.5"}, indent=2))
         return

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 import timeit
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,6 +39,19 @@ _, status, ru = os.wait4(pid, 0)
 print(time.perf_counter() - t, ru.ru_maxrss, os.waitstatus_to_exitcode(status))
 """
 
+
+
+@contextmanager
+def scratch_dir(prefix: str, parent: Path | None, keep: bool) -> Iterator[Path]:
+    """A temporary directory for one benchmark run, removed afterwards unless `keep` (then its path is said)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield work
+    finally:
+        if keep:
+            print(f"bench: kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 def ts(t: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
@@ -234,8 +249,8 @@ def locate_logdoctor() -> str:
     exe = Path(sys.executable).parent / "logdoctor"
     found = str(exe) if exe.is_file() and os.access(exe, os.X_OK) else shutil.which("logdoctor")
     try:
-        import logdoctor.parse.parse  # noqa: E401,F401
-        import logdoctor.run.summary
+        import logdoctor.parse.parse  # noqa: F401
+        import logdoctor.run.summary  # noqa: F401
     except Exception as e:  # noqa: BLE001
         sys.exit(f"bench: cannot import logdoctor.parse/logdoctor.run.summary ({type(e).__name__}: {e}); "
                  "install the package (pip install -e .) in this interpreter")
@@ -260,12 +275,11 @@ def main() -> None:
     sizes = {float(s) for s in a.sizes.split(",") if s.strip()}
     a.size_mb = min(sizes) if a.size_mb is None else a.size_mb
     sizes = sorted(sizes | {a.size_mb})
-    work = Path(tempfile.mkdtemp(prefix="logdoctor-bench-", dir=a.workdir))
     rows: list[tuple[str, str, str, str]] = []  # metric, value, goal, met
     raw: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "logdoctor": exe, "sizes": {}}
     def row(metric: str, value: str, goal: str = "", met: bool | None = None) -> None:
         rows.append((metric, value, goal, "" if met is None else ("yes" if met else "NO")))
-    try:
+    with scratch_dir("logdoctor-bench-", a.workdir, a.keep) as work:
         out = work / "stdout"
         base = [run([sys.executable, "-c", "pass"], out) for _ in range(3)]
         raw["python_c_pass"] = {"wall": min(b["wall"] for b in base), "rss_kb": min(b["rss_kb"] for b in base)}
@@ -310,11 +324,6 @@ def main() -> None:
         best = best_of(lambda: summarize(parse_source(str(launch))).to_dict())
         raw["launch_5000_lines_s"] = best
         row("parse+summarize 5000-line launch (in-process, best of 5)", f"{best * 1e3:.1f} ms", "< 100 ms", best < 0.1)
-    finally:
-        if a.keep:
-            print(f"bench: kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
     if a.json:
         print(json.dumps({"rows": [dict(zip(("metric", "value", "goal", "met"), r)) for r in rows], "raw": raw}, indent=2))
         return

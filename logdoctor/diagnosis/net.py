@@ -84,7 +84,9 @@ class CompiledNet:
         self._rx: dict[str, Any] = {}
         self.subsystems = [s for s in net.subsystems if s.weight > 0]
 
-    def term_hits(self, ev: Event) -> list[tuple[Term, str]]:
+    def term_hits(self, ev: Event, keep_subsumed: bool = False) -> list[tuple[Term, str]]:
+        """The terms matching `ev` with the text each matched; a term is left out when a more specific one it
+        is `subsumed_by` also matches, unless `keep_subsumed` (an example must match its own term)."""
         hits: list[tuple[Term, str]] = []
         seen: set[str] = set()
         for text in searchable(ev):
@@ -106,6 +108,8 @@ class CompiledNet:
                 if m is not None:
                     hits.append((t, m.group(0)))
                     seen.add(t.id)
+        if keep_subsumed:
+            return hits
         ids = {t.id for t, _ in hits}
         return [(t, q) for t, q in hits if not ids.intersection(t.subsumed_by)]
 
@@ -436,25 +440,11 @@ def example_problems(net: NetData) -> list[str]:
     problems: list[str] = []
     for t in net.terms:
         events = parse_text(t.example + "\n")
-        if not any(h.id == t.id for ev in events for h, _ in _all_hits(cnet, ev)):
+        if not any(h.id == t.id for ev in events for h, _ in cnet.term_hits(ev, keep_subsumed=True)):
             kinds = ", ".join(sorted({ev.kind for ev in events})) or "no event"
             problems.append(f"{t.path}:{t.line}: term {t.id}: its example parses to {kinds}, which the term does "
                             "not match")
     return problems
-
-
-def _all_hits(cnet: CompiledNet, ev: Event) -> list[tuple[Term, str]]:
-    """Every term matching `ev`, subsumed ones included (an example must match its own term)."""
-    hits: list[tuple[Term, str]] = []
-    texts = searchable(ev)
-    for t in cnet.net.terms:
-        if t.kinds is not None and ev.kind not in t.kinds:
-            continue
-        if t.text is not None and any(t.text in x.lower() for x in texts):
-            hits.append((t, t.text))
-        elif t.regex is not None and any(cnet.regex(t).search(x) for x in texts):
-            hits.append((t, t.regex))
-    return hits
 
 
 def main(argv: list[str] | None = None) -> int:

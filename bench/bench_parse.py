@@ -250,9 +250,9 @@ def locate_logdoctor() -> str:
     found = str(exe) if exe.is_file() and os.access(exe, os.X_OK) else shutil.which("logdoctor")
     try:
         import logdoctor.parse.parse  # noqa: F401
-        import logdoctor.run.summary  # noqa: F401
+        import logdoctor.run.fold  # noqa: F401
     except Exception as e:  # noqa: BLE001
-        sys.exit(f"bench: cannot import logdoctor.parse/logdoctor.run.summary ({type(e).__name__}: {e}); "
+        sys.exit(f"bench: cannot import logdoctor.parse/logdoctor.run.fold ({type(e).__name__}: {e}); "
                  "install the package (pip install -e .) in this interpreter")
     if not found:
         sys.exit(f"bench: no `logdoctor` executable next to {sys.executable} or on PATH; install the package (pip install -e .)")
@@ -270,7 +270,7 @@ def main() -> None:
     a = ap.parse_args()
     exe = locate_logdoctor()
     from logdoctor.parse.parse import parse_source
-    from logdoctor.run.summary import summarize
+    from logdoctor.run.fold import summarize
 
     sizes = {float(s) for s in a.sizes.split(",") if s.strip()}
     a.size_mb = min(sizes) if a.size_mb is None else a.size_mb

@@ -67,7 +67,7 @@ def main() -> None:
         row("python -c pass", f"{t_pass * 1000:.0f} ms", "baseline", None)
         row("explain, 5k-line launch log (process)", f"{t_explain * 1000:.0f} ms = {t_explain / t_pass:.1f}× python -c pass",
             "≤ 10×", t_explain / t_pass <= 10)
-        from logdoctor.run.summary import summarize_source
+        from logdoctor.run.fold import summarize_source
         t_inproc = best_of(lambda: summarize_source(str(launch)))
         row("parse + summary, 5k-line launch log (in-process)", f"{t_inproc * 1000:.0f} ms", "< 100 ms", t_inproc < 0.1)
         code = "import sys, logdoctor.cli; sys.exit(0 if 'polars' not in sys.modules else 1)"

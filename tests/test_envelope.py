@@ -316,16 +316,17 @@ def _serving(n: int) -> list[str]:
     lambda i, t: f"2025-04-05T00:02:{i % 60:02d}.{i:09d}Z {t}",
 ], ids=["compose", "cri", "json", "rfc3339"])
 def test_enveloped_serving_lines_go_to_the_sink(wrap) -> None:
-    from logdoctor.run.summary import RunBuilder
+    from logdoctor.run.fold import RunBuilder
     n = 20_000
     launch = [f"[2025-04-05 00:01:00] launch line {i} " + "x" * (i % 40) for i in range(3000)]
     body = [wrap(i, t) for i, t in enumerate(launch + _serving(n))]
     b = RunBuilder("x")
     seen = list(clean_lines(io.BytesIO(("\n".join(body) + "\n").encode()), b.add_batch_lines))
     assert len(seen) < 3000 + WRAP_SAMPLE_SLACK  # the sample, and nothing after it one by one
-    assert b.n_decode == n - (len(seen) - 3000)
-    assert b.peak_queue == 4 and b.peak_running == 7
-    assert b.decode_tput.count == b.n_decode
+    stats = b.batch_stats
+    assert stats.n_decode == n - (len(seen) - 3000)
+    assert stats.peak_queue == 4 and stats.peak_running == 7
+    assert stats.decode_tput.count == stats.n_decode
 
 
 WRAP_SAMPLE_SLACK = 10

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from logdoctor.parse.parse import parse_source
 from logdoctor.read.ingest import TRUNCATION_MARK, read_lines
-from logdoctor.run.summary import summarize, summarize_source
+from logdoctor.run.fold import summarize, summarize_source
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = (ROOT / "fixtures" / "logs" / "v0.5early-tp2.log").read_text()

@@ -28,7 +28,7 @@ from logdoctor.parse.parse import parse_lines
 from logdoctor.read.citations import Citations, MergedPositions
 from logdoctor.read.ingest import read_lines
 from logdoctor.report.report import explain_markdown, explain_text
-from logdoctor.run.summary import RunBuilder
+from logdoctor.run.fold import RunBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = ROOT / "fixtures" / "launch"

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from logdoctor.events import CUT_MARK, MAX_TEXT_CHARS
-from logdoctor.parse.parse import MAX_MESSAGE_CHARS, parse_text
+from logdoctor.parse.blocks import MAX_MESSAGE_CHARS
+from logdoctor.parse.parse import parse_text
 from logdoctor.parse.serverargs import parse_server_args
 from logdoctor.parse.values import convert, extract_pairs, to_float, to_int
 from logdoctor.read.prefix import DAY_CACHE_SIZE, _day_secs
-from logdoctor.run.summary import Quantiles
+from logdoctor.run.batches import Quantiles
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"
@@ -26,8 +27,8 @@ GUARD_S = 120  # a hang guard, not a speed goal: each input here took from 10 s 
 # ------------------------------------------------------------------------------------------------
 # the regex audit: every module-level pattern of the parser, fed long runs
 
-AUDITED_MODULES = ["logdoctor.parse.parse", "logdoctor.parse.errortext", "logdoctor.parse.finishers", "logdoctor.read.prefix",
-                   "logdoctor.parse.values", "logdoctor.run.summary", "logdoctor.parse.grammar", "logdoctor.run.memory",
+AUDITED_MODULES = ["logdoctor.parse.parse", "logdoctor.parse.blocks", "logdoctor.parse.errortext", "logdoctor.parse.finishers", "logdoctor.read.prefix",
+                   "logdoctor.parse.values", "logdoctor.run.fold", "logdoctor.run.batches", "logdoctor.run.stages", "logdoctor.run.model", "logdoctor.parse.grammar", "logdoctor.run.memory",
                    "logdoctor.parse.serverargs", "logdoctor.events", "logdoctor.read.envelope",
                    "logdoctor.read.envelope_json", "logdoctor.read.envelope_stream", "logdoctor.read.ingest", "logdoctor.many.launch"]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from logdoctor.run.fold import summarize_source
 from logdoctor.run.memory import analyse, memory_text, rank_bar
-from logdoctor.run.summary import summarize_source
 
 ROOT = Path(__file__).resolve().parent.parent
 MEM = ROOT / "fixtures" / "memory"

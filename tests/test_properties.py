@@ -10,7 +10,7 @@ from logdoctor.diagnose import diagnose
 from logdoctor.diagnosis.rules import builtin_rules
 from logdoctor.parse.parse import parse_lines
 from logdoctor.read.ingest import clean_lines
-from logdoctor.run.summary import summarize
+from logdoctor.run.fold import summarize
 
 FRAGMENTS = [
     "[2025-03-01 10:00:00 TP0] ", "[14:03:22 TP1] ", "[2026-01-01 00:00:00.123 DP0 TP3 EP3] ", "Traceback (most recent call last):\n",

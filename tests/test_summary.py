@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.run.summary import summarize_source
+from logdoctor.run.fold import summarize_source
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 ALL = ["init", "weights", "kv_pool", "graph_capture", "ready"]

@@ -9,15 +9,13 @@ from typing import Any
 import pytest
 
 from logdoctor.diagnose import diagnose_source
-from logdoctor.diagnosis.engine import evaluate_rule, index_and_fold
+from logdoctor.diagnosis.engine import EventIndex, evaluate_rule
 from logdoctor.diagnosis.holes import holes
 from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.diagnosis.templates import render
 from logdoctor.events import KINDS
-from logdoctor.parse.parse import parse_lines
-from logdoctor.read.ingest import read_lines
+from logdoctor.run.fold import fold_source
 from logdoctor.run.memory import analyse, template_values
-from logdoctor.run.summary import RunBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = load_ruleset()
@@ -64,11 +62,11 @@ def _diagnosis(rule: Any, path: Path) -> Any:
     mine = [d for d in report.diagnoses if d.rule.id == rule.id]
     if mine:
         return mine[0]
-    builder = RunBuilder(str(path))
-    index = index_and_fold(parse_lines(read_lines(str(path), builder.add_batch_lines), str(path)), builder)
-    d = evaluate_rule(rule, index, builder.run, builder.run.to_dict())
+    folding = fold_source(str(path))
+    index = EventIndex(folding)
+    d = evaluate_rule(rule, index, folding.run, folding.run.to_dict())
     assert d is not None, f"{rule.id} does not fire on {path.name}"
-    d.values["mem"] = template_values(analyse(builder.run))
+    d.values["mem"] = template_values(analyse(folding.run))
     d.explanation = render(rule.explanation, d.values)
     d.remedies = [t for r in rule.remedy if (t := render(r, d.values))]
     return d

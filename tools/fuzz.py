@@ -121,7 +121,7 @@ def mutate(rng: random.Random, seeds: list[bytes], whole: bool = False, shape_ra
 def target_parse(data: bytes) -> None:
     from logdoctor.parse.parse import parse_lines
     from logdoctor.read.ingest import clean_lines
-    from logdoctor.run.summary import RunBuilder
+    from logdoctor.run.fold import RunBuilder
     b = RunBuilder("fuzz")
     last = 0
     for ev in parse_lines(clean_lines(io.BytesIO(data), b.add_batch_lines), "fuzz"):
@@ -141,7 +141,7 @@ def target_explain(data: bytes) -> None:
     from logdoctor.parse.parse import parse_lines
     from logdoctor.read.ingest import clean_lines
     from logdoctor.report.report import explain_markdown, explain_text
-    from logdoctor.run.summary import RunBuilder
+    from logdoctor.run.fold import RunBuilder
     if _RULES is None:
         _RULES = list(builtin_rules())
     b = RunBuilder("fuzz")

@@ -1,4 +1,4 @@
-"""Commands over many logs: batch, runs, compare, clusters, rules new.
+"""Commands over many logs: batch, runs, compare, clusters.
 
 `batch` / `runs` / `clusters` exit codes: 0 all logs read and none failed, 1 at least one failed launch
 diagnosed (`batch`, `runs`), 2 a usage error or at least one file could not be read or ran over its time
@@ -8,18 +8,27 @@ is read, so a wrong destination costs nothing; see `paths.Destination` for how t
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from contextlib import closing
-from pathlib import Path
 from typing import IO, Any
 
 import click
 
+from logdoctor.cli.common import (
+    EXIT_FAILURE_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    cited,
+    destination,
+    dump,
+    envelope_option,
+    event_at,
+    load_rules,
+)
 from logdoctor.many.batch import DEFAULT_TIMEOUT_S
-from logdoctor.paths import Destination, OutputError, display_path
+from logdoctor.paths import Destination, display_path
 
-EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
 EVENT_SCHEMA = ("path", "line", "rank", "ts", "kind", "fields")
 
 
@@ -32,25 +41,13 @@ def _progress(no_progress: bool) -> bool:
     return not no_progress and sys.stderr.isatty()
 
 
-def _destination(path: str | None) -> Destination | None:
-    """Check an output path before any work starts: `PATH: what is wrong`, exit 2."""
-    from logdoctor.cli.main import UsageError
-    if path is None:
-        return None
-    try:
-        return Destination.check(path)
-    except OutputError as e:
-        raise UsageError(str(e)) from None
-
-
 def _collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | None, no_progress: bool,
              want_run: bool, timeout: float, events: list[IO[bytes]] | None = None, envelope: str | None = None
              ) -> tuple[list[Any], list[dict[str, Any]]]:
-    from logdoctor.cli.main import UsageError, _load_rules
     from logdoctor.many.batch import BatchRow, discover_inputs, run_batch
     if not paths:
         raise UsageError("no logs given: pass files, directories or globs")
-    rules = _load_rules(rule_dirs)  # a broken --rules DIR is reported once, before any worker starts
+    rules = load_rules(rule_dirs)  # a broken --rules DIR is reported once, before any worker starts
     found = list(discover_inputs(paths))
     files = [p for p, problem in found if problem is None]
     rows: list[Any] = [BatchRow(p, error=problem) for p, problem in found if problem is not None]
@@ -94,16 +91,15 @@ def _write_events(dest: Destination, files: list[IO[bytes]]) -> None:
 
 def _check_outputs(fmt: str, output: str | None, events_out: str | None = None
                    ) -> tuple[Destination | None, Destination | None]:
-    from logdoctor.cli.main import UsageError
     if fmt == "parquet" and output is None:
         raise UsageError("--format parquet needs -o FILE")
-    dest, events_dest = _destination(output), _destination(events_out)
+    dest, events_dest = destination(output), destination(events_out)
     if dest and events_dest and dest.same_file(events_dest) and not dest.through:
         raise UsageError(f"{display_path(events_out or '')}: --events names the same file as -o")
     return dest, events_dest
 
 
-def register(cli: click.Group, rules_group: click.Group) -> None:
+def register(cli: click.Group) -> None:
     fmt_opt = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]),
                            default="table", show_default=True)
     out_opt = click.option("-o", "--output", metavar="FILE",
@@ -125,7 +121,6 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
             f = opt(f)
         return f
 
-    from logdoctor.cli.main import envelope_option
 
     @cli.command("batch")
     @click.argument("paths", nargs=-1)
@@ -166,7 +161,6 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
                  rule_dirs: tuple[str, ...], timeout: float, group_by: str | None, sort: str | None,
                  filters: tuple[str, ...]) -> int:
         """One row per run: the run summary flattened (model, flags, memory, KV tokens, throughput, outcome)."""
-        from logdoctor.cli.main import UsageError
         from logdoctor.many.batch import RUN_COLUMNS
         dest, _ = _check_outputs(fmt, output)
         rows, runs = _collect(paths, rule_dirs, jobs, no_progress, True, timeout)
@@ -192,12 +186,11 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
     @rules_opt
     def compare_cmd(a: str, b: str, fmt: str, rule_dirs: tuple[str, ...]) -> None:
         """Two runs side by side: differing args, stages, memory per rank, outcome, and where they diverge."""
-        from logdoctor.cli.main import _dump, _load_rules
         from logdoctor.diagnosis.ranking import diagnose_source
         from logdoctor.many.compare import compare, comparison_text
-        rules = _load_rules(rule_dirs)
+        rules = load_rules(rule_dirs)
         c = compare(diagnose_source(a, rules, display_path(a)), diagnose_source(b, rules, display_path(b)))
-        click.echo(_dump(c.to_dict()) if fmt == "json" else comparison_text(c))
+        click.echo(dump(c.to_dict()) if fmt == "json" else comparison_text(c))
 
     @cli.command("clusters")
     @click.argument("paths", nargs=-1)
@@ -210,7 +203,6 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
     def clusters_cmd(paths: tuple[str, ...], all_failures: bool, fmt: str, timeout: float, jobs: int | None,
                      no_progress: bool, rule_dirs: tuple[str, ...]) -> int:
         """Group failures no rule explains (category unknown; --all: every failure) by masked signature."""
-        from logdoctor.cli.main import _dump
         from logdoctor.many.batch import BatchRow
         from logdoctor.many.clusters import cluster, clusters_text
         rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, timeout)
@@ -220,60 +212,10 @@ def register(cli: click.Group, rules_group: click.Group) -> None:
                  for r in rows if isinstance(r, BatchRow) and r.verdict == "failed"
                  and (all_failures or r.category == "unknown")]
         cl = cluster(items)
-        click.echo(_dump([c.to_dict() for c in cl]) if fmt == "json" else clusters_text(cl))
+        click.echo(dump([c.to_dict() for c in cl]) if fmt == "json" else clusters_text(cl))
         bad = [r for r in rows if r.error]
         _report_unreadable(bad)
         return EXIT_USAGE if bad else EXIT_OK
-
-    @rules_group.command("new")
-    @click.option("--from", "source", required=True, metavar="LOG[:LINE]",
-                  help="The log (and line) whose failure the rule should recognise.")
-    @click.option("-o", "--output", metavar="FILE.yaml", help="Write the skeleton here instead of stdout.")
-    @click.option("--id", "rule_id", default=None, help="Rule id (default: the next free UNK9xx).")
-    def rules_new(source: str, output: str | None, rule_id: str | None) -> None:
-        """Write a rule skeleton (valid against the schema) for the failure at LOG[:LINE]."""
-        from logdoctor.cli.main import UsageError, _load_rules
-        from logdoctor.diagnosis.ranking import diagnose_source
-        from logdoctor.many.clusters import rule_skeleton, signature
-        from logdoctor.parse.parse import parse_source
-        dest = _destination(output)
-        path, line = _split_source(source)
-        events = _cited(parse_source(path))
-        if line is None:
-            report = diagnose_source(path, _load_rules(()))
-            line = report.primary.position if report.primary else None
-        target = _event_at(events, line)
-        if target is None:
-            raise UsageError(f"{source}: no event to build a rule from (name a line with --from LOG:LINE)")
-        kind, field_name, text = target
-        used = {r.id for r in _load_rules(())}
-        rid = rule_id or next(f"UNK{n}" for n in range(900, 1000) if f"UNK{n}" not in used)
-        name = output and Path(output).stem or ("new-" + "-".join(signature(text).lower().split()[:4]))
-        name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name).strip("-")[:60] or "new-rule"
-        example = _example_path(path, output)
-        if os.path.isabs(example):
-            click.echo(f"logdoctor: {display_path(path)} is outside the rules' parent directory: copy it there and "
-                       f"fix examples.fires (rule files name examples by relative paths)", err=True)
-        skeleton = rule_skeleton(rid, name, kind, field_name, text, example)
-        if output and dest:
-            with dest.writing() as written:
-                Path(written).write_text(skeleton, encoding="utf-8")
-            click.echo(f"wrote {display_path(output)}: edit category/explanation/remedy, add a quiet example, then "
-                       f"'logdoctor rules check {shlex.quote(display_path(Path(output).parent))}'", err=True)
-        else:
-            click.echo(skeleton, nl=False)
-
-
-def _example_path(log: str, rule_file: str | None) -> str:
-    """The example log as rule files name it: relative to the rules root's parent (the directory above
-    the nearest `rules/` or schema-holding directory), without '..'; absolute when it is not below it."""
-    start = Path(rule_file).resolve().parent if rule_file else Path.cwd()
-    base = next((p.parent for p in (start, *start.parents) if p.name == "rules" or (p / "schema.json").exists()),
-                start)
-    resolved = Path(log).resolve()
-    rel = os.path.relpath(resolved, base)
-    return str(resolved) if rel == ".." or rel.startswith(".." + os.sep) else rel
-
 
 def _report_unreadable(bad: list[Any]) -> None:
     for r in bad:
@@ -286,39 +228,12 @@ def _exit_code(rows: list[Any]) -> int:
     return EXIT_FAILURE_FOUND if any(r.verdict == "failed" for r in rows) else EXIT_OK
 
 
-def _split_source(source: str) -> tuple[str, int | None]:
-    if ":" in source and source.rsplit(":", 1)[1].isdigit() and not os.path.exists(source):
-        p, n = source.rsplit(":", 1)
-        return p, int(n)
-    return source, None
-
-
-def _cited(events: Any) -> list[Any]:
-    """A source's events with the lines of the file as given (what LOG:LINE and reports name)."""
-    return [events.citations.event(e) for e in events]
-
-
-def _event_at(events: list[Any], line: int | None) -> tuple[str, str, str] | None:
-    """(kind, field to match, its text) of the most telling event covering `line`."""
-    if line is None:
-        return None
-    covering = [e for e in events if e.kind != "unparsed" and
-                (e.line <= line <= (e.end_line or e.line) or e.fields.get("exception_line") == line)]
-    covering = covering or [e for e in events if e.line == line]
-    if not covering:
-        return None
-    e = sorted(covering, key=lambda e: (e.kind == "traceback", e.line))[0]
-    if e.kind == "traceback":
-        return "traceback", "message", (e.fields.get("message") or "").split("\n", 1)[0]
-    return e.kind, "text", e.text
-
-
 def _evidence_text(path: str, line: int | None) -> str | None:
     if line is None:
         return None
     try:
         from logdoctor.parse.parse import parse_source
-        hit = _event_at(_cited(parse_source(path)), line)
+        hit = event_at(cited(parse_source(path)), line)
     except Exception:
         return None
     return hit[2] if hit else None

@@ -24,7 +24,7 @@ from logdoctor.diagnosis.rules import Rule, Selection
 from logdoctor.diagnosis.templates import lookup, render  # noqa: F401  (diagnose fills templates via engine.render)
 from logdoctor.events import Event
 from logdoctor.read.sniff import InputError
-from logdoctor.run.summary import Run, RunBuilder
+from logdoctor.run.model import Run
 
 PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
                       "graph_capture_progress"})
@@ -54,7 +54,7 @@ class Evidence:
     text: str
     kind: str
     end_line: int | None = None
-    node: str | None = None           # set when the report covers several nodes (citations.cite_report)
+    node: str | None = None           # set when the report covers several nodes (ranking.cite_report)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"line": self.line, "rank": self.ranks or (None if self.rank is None else f"rank{self.rank}"),
@@ -106,7 +106,8 @@ class EventIndex:
     MAX_KEPT_BYTES (past either, only the last CHATTY_KEPT more), and of the chatty ones (unrecognised
     lines, NCCL INFO, torch info/warning lines) only the first and the last CHATTY_KEPT, their text cut to
     MAX_TEXT characters. Failures sit at the end of a log or among the telling events, so the rules lose
-    nothing they match on.
+    nothing they match on. Built over a `run.fold.Folding` (ranking.diagnose), the one pass that indexes
+    the events also folds the run.
     """
 
     def __init__(self, events: Iterable[Event]) -> None:
@@ -415,16 +416,3 @@ def evaluate_all(rules: list[Rule], index: EventIndex, run: Run) -> list[Diagnos
     run_dict = run.to_dict()
     clock = UserRuleClock()
     return [d for rule in rules if (d := evaluate_rule(rule, index, run, run_dict, clock)) is not None]
-
-
-def index_and_fold(events: Iterable[Event], builder: RunBuilder) -> EventIndex:
-    """One pass over the events: the rules' index and the run summary (finished at the end)."""
-    def tee() -> Iterable[Event]:
-        last = 0
-        for ev in events:
-            builder.add(ev)
-            last = max(last, ev.end_line or ev.line)
-            yield ev
-        builder.finish(last)
-    return EventIndex(tee())
-

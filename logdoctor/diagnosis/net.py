@@ -19,7 +19,7 @@ from logdoctor.diagnosis.engine import Diagnosis, EventIndex, Evidence, position
 from logdoctor.diagnosis.net_data import CATEGORIES, NetData, Subsystem, Term
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.events import KINDS, Event
-from logdoctor.run.summary import Run
+from logdoctor.run.model import Run
 
 TAIL_EVENTS = 120              # the events at the end of a log the net looks at
 LAST_LINE_EVENTS = 6           # an error-looking line counts only among the very last events

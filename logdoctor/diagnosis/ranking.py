@@ -12,14 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from logdoctor.diagnosis.engine import Diagnosis, evaluate_all, index_and_fold, render
+from logdoctor.diagnosis.engine import Diagnosis, EventIndex, evaluate_all, render
 from logdoctor.diagnosis.net import refine
 from logdoctor.diagnosis.net_data import NetData, load_net
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.events import Event
-from logdoctor.read.citations import Citations, cite_report
+from logdoctor.read.citations import Citations
+from logdoctor.run.fold import Folding, RunBuilder, fold_source
 from logdoctor.run.memory import analyse, template_values
-from logdoctor.run.summary import Run, RunBuilder
+from logdoctor.run.model import Run, cite_run
 
 SCHEMA = "logdoctor.diagnosis/1"
 SERVING_MARGIN = 10  # lines of other ranks' output that may still interleave after a fatal error
@@ -36,7 +37,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     # the nodes read ({"node", "file", "ranks", "lines"}), when the report covers several
     nodes: list[dict[str, Any]] = field(default_factory=list)
-    # the nodes the run's stage / failure / warning lines are on (citations.cite_run), several nodes only
+    # the nodes the run's stage / failure / warning lines are on (run.model.cite_run), several nodes only
     run_nodes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,12 +126,8 @@ def diagnose_source(source: str, rules: list[Rule], label: str | None = None,
     """Read, parse, fold, match and rank one log; periodic batch lines take the bulk path.
 
     `envelope`: as `ingest.read_lines` takes it (None: detect by shape)."""
-    from logdoctor.parse.parse import parse_lines
-    from logdoctor.read.ingest import read_lines
-    builder = RunBuilder(label or source)
     citations = Citations()
-    events = parse_lines(read_lines(source, builder.add_batch_lines, envelope), label or source, citations)
-    return diagnose(events, rules, label or source, builder, citations)
+    return diagnose(fold_source(source, label, envelope, citations), rules, label or source, citations=citations)
 
 
 def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
@@ -138,11 +135,14 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
              net: NetData | None = None) -> Report:
     """Fold, match and rank one log's events (streaming: events are consumed once).
 
-    Events are ordered by position; `citations` (filled while the events are read) turns positions
-    into the lines as given once the ranking is done."""
-    builder = builder or RunBuilder(source)
-    index = index_and_fold(events, builder)
-    run = builder.run
+    Events are ordered by position; a `Folding` (fold_source) brings its own builder, other events are
+    folded into `builder` (default: a new one). `citations` (filled while the events are read) turns
+    positions into the lines as given once the ranking is done."""
+    folding = events if isinstance(events, Folding) else Folding(events, builder, source)
+    if builder is not None and folding.builder is not builder:
+        raise ValueError("diagnose: a Folding comes with its own builder; pass one or the other")
+    index = EventIndex(folding)
+    run = folding.run
     diags = evaluate_all(rules, index, run)
     mem = analyse(run)
     mem_values = template_values(mem)
@@ -165,4 +165,22 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
     return report
 
 
-__all__ = ["Report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]
+def cite_report(report: Report, citations: Citations) -> None:
+    """Every position a report shows, as (node, line as given); in place, once, after ranking."""
+    if not citations.active:
+        return
+    several = citations.several_nodes
+    for d in report.diagnoses:
+        d.node = citations.node(d.position) if several else None
+        d.position = citations.line(d.position)
+        if "line" in d.values and isinstance(d.values["line"], int):
+            d.values["line"] = d.position
+        for e in d.evidence:
+            e.node = citations.node(e.line) if several else None
+            e.line = citations.line(e.line)
+            if e.end_line is not None:
+                e.end_line = citations.line(e.end_line)
+    report.run_nodes = cite_run(report.run, citations)
+
+
+__all__ = ["Report", "cite_report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]

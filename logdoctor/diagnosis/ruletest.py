@@ -10,11 +10,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from logdoctor.diagnosis.engine import UserRuleClock, evaluate_rule, index_and_fold
+from logdoctor.diagnosis.engine import EventIndex, UserRuleClock, evaluate_rule
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.parse.parse import parse_source
 from logdoctor.read.ingest import InputError
-from logdoctor.run.summary import RunBuilder
+from logdoctor.run.fold import Folding
 
 
 @dataclass
@@ -32,10 +32,10 @@ def fires_on(rule: Rule, path: Path) -> bool:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
     if not stat.S_ISREG(mode):
         raise InputError(path, "not a regular file")
-    builder = RunBuilder(str(path))
-    index = index_and_fold(parse_source(path), builder)
-    run_dict = builder.run.to_dict()
-    return evaluate_rule(rule, index, builder.run, run_dict, UserRuleClock()) is not None
+    # every line parsed (no bulk path for batch lines), as `rules test` always read its examples
+    folding = Folding(parse_source(path), source=str(path))
+    index = EventIndex(folding)
+    return evaluate_rule(rule, index, folding.run, folding.run.to_dict(), UserRuleClock()) is not None
 
 
 def run_examples(rule: Rule) -> list[ExampleOutcome]:

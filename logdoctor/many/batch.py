@@ -199,7 +199,7 @@ def _diagnose_with_events(path: str) -> Any:
                                "fields": json.dumps(ev.fields, default=str, ensure_ascii=False)}, ensure_ascii=False)
             out.write(line.encode("utf-8", "backslashreplace") + b"\n")
             yield ev
-    return diagnose(tee(), _RULES, shown, None, citations)
+    return diagnose(tee(), _RULES, shown, citations=citations)
 
 
 def run_batch(paths: list[str], rule_dirs: list[str], jobs: int, want_run: bool = False,

@@ -11,7 +11,7 @@ from typing import Any
 
 from logdoctor.diagnosis.ranking import Report
 from logdoctor.run.memory import analyse
-from logdoctor.run.summary import STAGES
+from logdoctor.run.model import STAGES
 
 _IGNORED_ARGS = {"random_seed", "port", "host", "nccl_port", "dist_init_addr", "served_model_name", "file_storage_path",
                  "download_dir", "log_level", "log_level_http", "api_key", "crash_dump_folder", "tokenizer_path"}

@@ -276,15 +276,15 @@ def _split(streams: list[Stream], which: Stream, envelope: str | None, notes: li
 def _diagnose_streams(streams: list[Stream], rules: list[Rule], envelope: str | None, notes: list[str]) -> Report:
     from logdoctor.diagnosis.ranking import diagnose
     from logdoctor.parse.parse import parse_lines
-    from logdoctor.run.summary import RunBuilder
+    from logdoctor.run.fold import fold_lines
     if len(streams) == 1 and streams[0].node is None:
         s = streams[0]
-        builder = RunBuilder(s.label)
         citations = Citations()
-        lines = s.read(builder.add_batch_lines, envelope)
-        if s.watch:
-            lines = _watched(lines, s)
-        report = diagnose(parse_lines(lines, s.label, citations), rules, s.label, builder, citations)
+
+        def read(sink: BatchSink) -> Iterable[Line]:
+            lines = s.read(sink, envelope)
+            return _watched(lines, s) if s.watch else lines
+        report = diagnose(fold_lines(read, s.label, citations), rules, s.label, citations=citations)
         report.notes.extend(notes)
         return report
     streams = sorted(streams, key=lambda s: natural_key(s.label))
@@ -301,8 +301,7 @@ def _diagnose_streams(streams: list[Stream], rules: list[Rule], envelope: str | 
     place = merged.place
     events: Iterator[Event] = (place(k, ev) for _, k, ev in heapq.merge(*timed, key=itemgetter(0)))
     source = ", ".join(_unique(_label(s.shown) for s in _files(streams)))
-    builder = RunBuilder(source)
-    report = diagnose(events, rules, source, builder, merged.citations)
+    report = diagnose(events, rules, source, citations=merged.citations)
     report.run.line_count = sum(s.lines for s in _files(streams))
     report.nodes = [_node_info(s) for s in streams]
     report.notes.extend(notes)

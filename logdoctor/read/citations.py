@@ -9,18 +9,16 @@ differ from what a user must be shown:
 
 The map is two arrays indexed by position - 6 bytes a line, and nothing at all for a plain single log
 (the identity). It is applied once, when diagnosis is over (after ranking, nothing orders by position
-any more): see `cite_report` and `cite_run`.
+any more): see `run.model.cite_run` and `diagnosis.ranking.cite_report`.
 """
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from logdoctor.diagnosis.ranking import Report
     from logdoctor.events import Event
-    from logdoctor.run.summary import Run
 
 
 class Citations:
@@ -149,49 +147,9 @@ class MergedPositions:
         return ev
 
 
-# ------------------------------------------------------------------------------------------------
-# applying a map to what diagnosis produced
-
-
-def cite_run(run: Run, citations: Citations) -> dict[str, Any]:
-    """The run's stage and failure lines as given (in place); returns the nodes they are on
-    (`{"stages": {name: node}, "failures": [node...], "warnings": [node...]}`) when there are several."""
-    nodes: dict[str, Any] = {"stages": {}, "failures": [], "warnings": []}
-    if not citations.active:
-        return nodes
-    for name, st in run.stages.items():
-        node, st.first_line = citations.cite(st.first_line)
-        nodes["stages"][name] = node
-    for key in ("failures", "warnings"):
-        for f in getattr(run, key):
-            node, f.line = citations.cite(f.line)
-            nodes[key].append(node)
-    if run.last_serving_line:
-        run.last_serving_line = citations.line(run.last_serving_line)
-    return nodes if citations.several_nodes else {"stages": {}, "failures": [], "warnings": []}
-
-
-def cite_report(report: Report, citations: Citations) -> None:
-    """Every position a report shows, as (node, line as given); in place, once, after ranking."""
-    if not citations.active:
-        return
-    several = citations.several_nodes
-    for d in report.diagnoses:
-        d.node = citations.node(d.position) if several else None
-        d.position = citations.line(d.position)
-        if "line" in d.values and isinstance(d.values["line"], int):
-            d.values["line"] = d.position
-        for e in d.evidence:
-            e.node = citations.node(e.line) if several else None
-            e.line = citations.line(e.line)
-            if e.end_line is not None:
-                e.end_line = citations.line(e.end_line)
-    report.run_nodes = cite_run(report.run, citations)
-
-
 def where(node: str | None, line: int | None) -> str:
     """How a citation reads in text: `node1.log:12`, or `line 12` in a single log."""
     return f"{node}:{line}" if node else f"line {line}"
 
 
-__all__ = ["Citations", "MergedPositions", "cite_report", "cite_run", "where"]
+__all__ = ["Citations", "MergedPositions", "where"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from logdoctor.read.citations import where
-from logdoctor.run.summary import STAGES, Run
+from logdoctor.run.model import STAGES, Run
 
 if TYPE_CHECKING:
     from logdoctor.diagnosis.ranking import Report

@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from logdoctor.run.summary import RankMemory, Run
+from logdoctor.run.model import RankMemory, Run
 
 ROUNDING_TOLERANCE = 0.01  # page rounding, small req_to_token pools, 2-decimal logging
 GIB = float(1 << 30)
@@ -442,7 +442,7 @@ def rank_bar(r: RankBudget) -> str:
 
 def memory_text(a: MemoryAnalysis) -> str:
     out: list[str] = []
-    f = lambda v, spec=".2f": "?" if v is None else format(v, spec)  # noqa: E731
+    f = lambda v, spec=".2f": "?" if v is None else format(v, spec)
     out.append(f"KV-cache budget  (era {a.era or '?'}{', memory ran out: ' + a.shortage if a.shortage else ''})")
     out.append(f"  configured mem_fraction_static  {f(a.configured_mem_fraction_static, 'g')}")
     out.append(f"  effective (from the numbers)    {f(a.effective_mem_fraction_static, '.3f')}")

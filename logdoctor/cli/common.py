@@ -1,0 +1,94 @@
+"""What every command shares: exit codes, the usage error, option definitions, how sources are named, and
+the JSON dump. Command modules (`one`, `rules`, `many`) import this; none imports another.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from logdoctor.paths import Destination, OutputError, display_path
+from logdoctor.read.envelope import LAYER_NAMES
+
+EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
+EXIT_PIPE_CLOSED = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
+
+
+class UsageError(Exception):
+    """Bad input that is the user's to fix; printed as one line, exit 2."""
+
+
+def input_sources(logs: tuple[str, ...]) -> list[str]:
+    if logs:
+        return list(logs)
+    if sys.stdin.isatty():
+        raise UsageError("no log given: pass a file, several files, or '-' / pipe a log on stdin")
+    return ["-"]
+
+
+def label(source: str) -> str:
+    """How a source is named in reports (a file name may hold bytes a terminal would act on)."""
+    return "<stdin>" if source == "-" else display_path(source)
+
+
+def require_content(run: Any, source: str) -> None:
+    if run.line_count == 0:
+        raise UsageError(f"{label(source)}: empty input, nothing to analyse")
+
+
+envelope_option = click.option(
+    "--envelope", type=click.Choice([*LAYER_NAMES, "none"]), default=None, metavar="NAME|none",
+    help="How the log was collected: peel only this envelope layer (" + ", ".join(LAYER_NAMES) + "), or none "
+         "at all. Default: recognised by the shape of the first lines.")
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if isinstance(o, float):
+        return None
+    return str(o)
+
+
+def load_rules(extra: tuple[str, ...]) -> list[Any]:
+    from logdoctor.diagnosis.rules import RuleError, load_ruleset
+    try:
+        return load_ruleset(list(extra))
+    except RuleError as e:
+        raise UsageError(str(e)) from None
+
+
+def destination(path: str | None) -> Destination | None:
+    """Check an output path before any work starts: `PATH: what is wrong`, exit 2."""
+    if path is None:
+        return None
+    try:
+        return Destination.check(path)
+    except OutputError as e:
+        raise UsageError(str(e)) from None
+
+
+def cited(events: Any) -> list[Any]:
+    """A source's events with the lines of the file as given (what LOG:LINE and reports name)."""
+    return [events.citations.event(e) for e in events]
+
+
+def event_at(events: list[Any], line: int | None) -> tuple[str, str, str] | None:
+    """(kind, field to match, its text) of the most telling event covering `line`."""
+    if line is None:
+        return None
+    covering = [e for e in events if e.kind != "unparsed" and
+                (e.line <= line <= (e.end_line or e.line) or e.fields.get("exception_line") == line)]
+    covering = covering or [e for e in events if e.line == line]
+    if not covering:
+        return None
+    e = sorted(covering, key=lambda e: (e.kind == "traceback", e.line))[0]
+    if e.kind == "traceback":
+        return "traceback", "message", (e.fields.get("message") or "").split("\n", 1)[0]
+    return e.kind, "text", e.text

@@ -1,0 +1,202 @@
+"""Commands over one log (or the logs of one launch): parse, summary, memory, explain.
+
+Each parses its options, calls the stages (read → parse → run → diagnosis → report) and prints.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from logdoctor.cli.common import (
+    EXIT_FAILURE_FOUND,
+    EXIT_OK,
+    UsageError,
+    dump,
+    envelope_option,
+    input_sources,
+    label,
+    load_rules,
+    require_content,
+)
+from logdoctor.events import Event
+from logdoctor.paths import display_path
+
+
+def _events(source: str, envelope: str | None = None) -> Iterator[Event]:
+    """Every event of one log, its lines those of the file as given."""
+    from logdoctor.parse.parse import parse_source
+    events = parse_source(source, envelope)
+    cite = events.citations.event
+    return (cite(ev) for ev in events)
+
+
+@click.command("parse")
+@click.argument("logs", nargs=-1)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "table"]), default="jsonl", show_default=True)
+@click.option("--all/--no-unparsed", "show_all", default=True, help="Include unparsed lines (default) or not.")
+@envelope_option
+def parse_cmd(logs: tuple[str, ...], fmt: str, show_all: bool, envelope: str | None) -> None:
+    """Print every event of LOG... (files, .gz, or - for stdin); lines are those of the file as given."""
+    out = sys.stdout
+    first_json = True
+    if fmt == "json":
+        out.write("[")
+    for source in input_sources(logs):
+        for ev in _events(source, envelope):
+            if not show_all and ev.kind == "unparsed":
+                continue
+            d = ev.to_dict()
+            if len(logs) > 1:
+                d["source"] = display_path(source)
+            if fmt == "jsonl":
+                out.write(dump(d) + "\n")
+            elif fmt == "json":
+                out.write(("\n" if first_json else ",\n") + dump(d))
+                first_json = False
+            else:
+                rank = ev.ranks or ("" if ev.rank is None else str(ev.rank))
+                fields = " ".join(f"{k}={_short(v)}" for k, v in ev.fields.items())
+                out.write(f"{ev.line:>6}  {ev.kind:<28} {rank:<14} {ev.ts or '':<23} {fields}\n")
+    if fmt == "json":
+        out.write("\n]\n")
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    s = v if isinstance(v, str) else dump(v)
+    s = s.replace("\n", "⏎")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+@click.command("summary")
+@click.argument("log", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@envelope_option
+def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
+    """Print the run summary of LOG (or - / stdin): config, stages, memory per rank, batches, failures."""
+    from logdoctor.read.citations import Citations
+    from logdoctor.run.model import cite_run
+    from logdoctor.run.fold import summarize_source
+    source = input_sources((log,) if log else ())[0]
+    citations = Citations()
+    run = summarize_source(source, envelope, citations)
+    cite_run(run, citations)
+    run.source = label(source)
+    require_content(run, source)
+    if fmt == "json":
+        click.echo(dump(run.to_dict()))
+    else:
+        from logdoctor.report.report import summary_text
+        click.echo(summary_text(run))
+
+
+@click.command("memory")
+@click.argument("log", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--mem-fraction-static", "mfs", type=click.FloatRange(0.05, 0.99), default=None,
+              help="What-if: predict the KV cache and reserve at this value.")
+@click.option("--cuda-graph-max-bs", "bs", type=click.IntRange(1, 4096), default=None,
+              help="What-if: scale the CUDA-graph memory to this largest captured batch.")
+@envelope_option
+def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, envelope: str | None) -> None:
+    """Rebuild the KV-cache budget of LOG from its own numbers and say which flag to move which way."""
+    from logdoctor.run.memory import analyse, memory_text
+    from logdoctor.run.fold import summarize_source
+    source = input_sources((log,) if log else ())[0]
+    run = summarize_source(source, envelope)  # analyse compares positions: not cited
+    run.source = label(source)
+    require_content(run, source)
+    analysis = analyse(run, mfs, bs)
+    if fmt == "json":
+        click.echo(dump(analysis.to_dict()))
+    else:
+        click.echo(memory_text(analysis))
+
+
+def _color_enabled(stream: Any) -> bool:
+    import os
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+@click.command("explain")
+@click.argument("logs", nargs=-1, metavar="LOG...")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
+              help="Add rules from DIR (repeatable); a rule with the same id or name overrides a built-in.")
+@click.option("--one-launch", is_flag=True,
+              help="A directory holds the logs of one launch (one per node): diagnose them together.")
+@envelope_option
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when a failure is diagnosed.")
+def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one_launch: bool,
+                envelope: str | None, exit_zero: bool) -> int:
+    """Say why the launch in LOG... failed: evidence, why, what to change.
+
+    LOG is a file (compressed or not) or - for stdin. Several LOGs (or a directory with --one-launch) are
+    the logs of one multi-node launch: read together, merged by time, the root cause found across nodes
+    and cited as NODE:LINE. A single log that interleaves several pods or hosts (`kubectl logs --prefix`,
+    stern) is split into its nodes the same way.
+
+    Exit codes: 0 no failure found, 1 failure diagnosed, 2 usage or input error.
+    """
+    from logdoctor.many.launch import diagnose_logs
+    rules = load_rules(rule_dirs)
+    sources = _launch_sources(input_sources(logs), one_launch)
+    report = diagnose_logs(sources, rules, _node_labels(sources), envelope)
+    if report.run.line_count == 0:
+        raise UsageError(f"{', '.join(label(s) for s in sources)}: empty input, nothing to analyse")
+    if fmt == "json":
+        click.echo(dump(report.to_dict()))
+    elif fmt == "markdown":
+        from logdoctor.report.report import explain_markdown
+        click.echo(explain_markdown(report))
+    else:
+        from logdoctor.report.report import explain_text
+        color = _color_enabled(sys.stdout)
+        click.echo(explain_text(report, color=color), color=color)  # click strips ANSI unless told
+    return EXIT_FAILURE_FOUND if report.verdict == "failed" and not exit_zero else EXIT_OK
+
+
+def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:
+    """The files of one launch: directories expanded (--one-launch), `-` at most once, no repeats."""
+    import os
+
+    from logdoctor.many.batch import discover_inputs
+    out: list[str] = []
+    for s in sources:
+        if s != "-" and os.path.isdir(s):
+            if not one_launch:
+                raise UsageError(f"{label(s)}: is a directory: add --one-launch to read every log in it as the "
+                                 f"logs of one launch, or use 'logdoctor batch {label(s)}' for one diagnosis per log")
+            found = list(discover_inputs([s]))
+            for path, problem in found:
+                if problem is not None:
+                    raise UsageError(f"{label(path)}: {problem}")
+            if not found:
+                raise UsageError(f"{label(s)}: no logs in this directory (*.log, *.txt, *.out, *.err, *.gz)")
+            out.extend(path for path, _ in found)
+        else:
+            out.append(s)
+    if out.count("-") > 1:
+        raise UsageError("- (stdin) can be given once")
+    return list(dict.fromkeys(out))
+
+
+def _node_labels(sources: list[str]) -> list[str]:
+    """How citations name each file: its base name when those are unique, else the path as given."""
+    import os
+    labels = [label(s) for s in sources]
+    if len(sources) < 2:
+        return labels
+    names = [label(os.path.basename(s)) if s != "-" else "<stdin>" for s in sources]
+    return names if len(set(names)) == len(names) else labels
+
+
+COMMANDS: tuple[click.Command, ...] = (parse_cmd, summary_cmd, memory_cmd, explain_cmd)

@@ -1,0 +1,142 @@
+"""What a Run is: the summary of one log that the fold (fold.py) fills and the rules and reports read.
+
+A Run holds the effective server args, the SGLang version and era when known, the parallel sizes, the
+launch stages reached and when, memory figures per rank, batch statistics, failures and warnings, and
+the log's counts. `Run.to_dict` is its JSON form (the `run` of a report, the `summary` command).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from logdoctor.read.citations import Citations
+
+STAGES = ("init", "weights", "kv_pool", "graph_capture", "ready")
+MAX_FAILURES = 200      # failures (and, apart, warnings) kept per run: a log of a million NCCL WARN lines
+_RANK_NUMBERS = re.compile(r"(?<!\d)\d{1,9}(?!\d)")
+
+
+@dataclass
+class Stage:
+    name: str
+    first_line: int | None = None
+    first_ts: str | None = None
+    start_secs: float | None = None
+    end_secs: float | None = None
+    end_ts: str | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.start_secs is None or self.end_secs is None:
+            return None
+        d = self.end_secs - self.start_secs
+        return round(d + 86400, 2) if d < -3600 else round(d, 2)  # time-only stamps past midnight
+
+
+@dataclass
+class RankMemory:
+    rank: str
+    free_before_weights_gib: float | None = None
+    free_after_weights_gib: float | None = None
+    weights_gib: float | None = None
+    kv_tokens: int | None = None
+    kv_gib: float | None = None
+    pool_end_free_gib: float | None = None
+    graph_gib: float | None = None
+    graph_end_free_gib: float | None = None
+    available_gpu_mem_gib: float | None = None
+    dist_init_gib: float | None = None
+    graph_begin_free_gib: float | None = None
+    last_capture_bs: int | None = None
+
+
+@dataclass
+class Failure:
+    line: int
+    kind: str
+    rank: int | None
+    ranks: str | None
+    ts: str | None
+    text: str
+
+
+@dataclass
+class Run:
+    source: str = ""
+    server_args: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None
+    era: str | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    pp_size: int | None = None
+    ep_size: int | None = None
+    stages: dict[str, Stage] = field(default_factory=dict)
+    last_stage: str | None = None
+    ranks: dict[str, RankMemory] = field(default_factory=dict)
+    scheduler_summary: dict[str, Any] = field(default_factory=dict)
+    batches: dict[str, Any] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    warnings: list[Failure] = field(default_factory=list)
+    line_count: int = 0
+    last_serving_line: int = 0          # last batch or HTTP 200 line: the server was alive up to here
+    event_count: int = 0
+    unparsed_count: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    templates: set[str] = field(default_factory=set)
+
+    @property
+    def ready(self) -> bool:
+        return "ready" in self.stages
+
+    def rank_list(self) -> list[RankMemory]:
+        return sorted(self.ranks.values(), key=lambda r: _rank_sort_key(r.rank))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "version": self.version,
+            "era": self.era,
+            "parallel": {"tp": self.tp_size, "dp": self.dp_size, "pp": self.pp_size, "ep": self.ep_size},
+            "server_args": self.server_args,
+            "stages": {n: {"first_line": s.first_line, "ts": s.first_ts, "end_ts": s.end_ts,
+                           "duration_s": s.duration_s} for n, s in self.stages.items()},
+            "last_stage": self.last_stage,
+            "ready": self.ready,
+            "last_serving_line": self.last_serving_line or None,
+            "memory": [asdict(r) for r in self.rank_list()],
+            "scheduler_summary": self.scheduler_summary,
+            "batches": self.batches,
+            "failures": [asdict(f) for f in self.failures],
+            "warnings": [asdict(f) for f in self.warnings],
+            "counts": {"lines": self.line_count, "events": self.event_count, "unparsed": self.unparsed_count,
+                       "kinds": dict(sorted(self.kinds.items()))},
+        }
+
+
+def _rank_sort_key(label: str) -> tuple[int, ...]:
+    """`TP2` before `TP10`, `DP0 TP1` before `DP1 TP0`: ranks in the order of their numbers."""
+    nums = [int(x) for x in _RANK_NUMBERS.findall(label)]
+    return tuple(nums) if nums else (-1,)
+
+
+def cite_run(run: Run, citations: Citations) -> dict[str, Any]:
+    """The run's stage and failure lines as given (in place); returns the nodes they are on
+    (`{"stages": {name: node}, "failures": [node...], "warnings": [node...]}`) when there are several."""
+    nodes: dict[str, Any] = {"stages": {}, "failures": [], "warnings": []}
+    if not citations.active:
+        return nodes
+    for name, st in run.stages.items():
+        node, st.first_line = citations.cite(st.first_line)
+        nodes["stages"][name] = node
+    for key in ("failures", "warnings"):
+        for f in getattr(run, key):
+            node, f.line = citations.cite(f.line)
+            nodes[key].append(node)
+    if run.last_serving_line:
+        run.last_serving_line = citations.line(run.last_serving_line)
+    return nodes if citations.several_nodes else {"stages": {}, "failures": [], "warnings": []}
+
+
+__all__ = ["MAX_FAILURES", "STAGES", "Failure", "RankMemory", "Run", "Stage", "cite_run"]

@@ -1,0 +1,104 @@
+"""Where a launch got to and what it was: stages reached, the SGLang era, the parallel sizes.
+
+`StageTracker` fills these fields of a Run as events come:
+- `stages` / `last_stage`: the first line and time of each launch stage (init → weights → KV pool →
+  graph capture → ready) and when it ended; "last stage reached" diagnoses a hang that prints no error;
+- `era`: which SGLang release range printed the log, from the shape of a few lines (the newest wins);
+- `tp_size` / `dp_size` / `pp_size` / `ep_size`, at `finish`: from the server args when printed, else
+  from the largest rank each prefix name (`TP3`, `DP1`...) showed.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from logdoctor.events import Event
+from logdoctor.run.model import STAGES, Run, Stage
+
+_RANK_NAMES = re.compile(r"(?<![A-Z])([A-Z]{1,16})(\d{1,6})(?!\d)")
+
+_STAGE_OF = {
+    "dist_init_begin": "init", "dist_init_end": "init", "nccl_version": "init",
+    "weight_load_begin": "weights", "weight_load_end": "weights", "checkpoint_progress": "weights",
+    "kv_cache_allocated": "kv_pool", "memory_pool_end": "kv_pool", "swa_pool_split": "kv_pool",
+    "mamba_cache_allocated": "kv_pool",
+    "graph_capture_begin": "graph_capture", "graph_capture_end": "graph_capture",
+    "graph_capture_progress": "graph_capture", "graph_capture_sizes": "graph_capture",
+    "server_ready": "ready",
+}
+_STAGE_END = {"dist_init_end": "init", "weight_load_end": "weights", "memory_pool_end": "kv_pool",
+              "graph_capture_end": "graph_capture", "server_ready": "ready"}
+_ERA_HINTS: list[tuple[str, Callable[[Event], bool], str]] = [  # (kind, predicate, era): the newest matching wins
+    ("weight_load_begin", lambda e: e.ranks is not None and e.text.startswith("load"), "v0.1.x"),
+    ("prefill_batch", lambda e: e.text.startswith("new fill batch"), "v0.1.x"),
+    ("graph_capture_begin", lambda e: "role" in e.fields, "v0.5.14+"),
+    ("weight_load_end", lambda e: "elapsed_s" in e.fields and "dtype" not in e.fields, "v0.5.10+"),
+    ("weight_load_end", lambda e: "elapsed_s" in e.fields and "dtype" in e.fields, "v0.5.9"),
+    ("kv_cache_allocated", lambda e: "dtype" in e.fields, "v0.5.13+"),
+    ("weight_load_end", lambda e: "weight_gib" in e.fields and "elapsed_s" not in e.fields, "v0.4.3-v0.5.8"),
+    ("weight_load_end", lambda e: "weight_gib" not in e.fields and "model_class" in e.fields, "v0.1.17-v0.4.3"),
+]
+_ERA_ORDER = ["v0.1.x", "v0.1.17-v0.4.3", "v0.4.3-v0.5.8", "v0.5.9", "v0.5.10+", "v0.5.13+", "v0.5.14+"]
+# server-arg key, Run attribute, rank prefix name
+_SIZES = (("tp_size", "tp_size", "TP"), ("dp_size", "dp_size", "DP"), ("pp_size", "pp_size", "PP"),
+          ("ep_size", "ep_size", "EP"))
+
+
+class StageTracker:
+    """Stages, era and parallel sizes of one Run (the fields above), folded one event at a time."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.max_rank: dict[str, int] = {}   # rank prefix name → largest number seen: O(names)
+        self.era_rank = -1
+
+    def add(self, ev: Event) -> None:
+        if ev.ranks:
+            for name, num in _RANK_NAMES.findall(ev.ranks):
+                self.max_rank[name] = max(self.max_rank.get(name, 0), int(num))
+        self._stage(ev)
+        self._era(ev)
+
+    def _stage(self, ev: Event) -> None:
+        k = ev.kind
+        stage = _STAGE_OF.get(k)
+        if stage is None:
+            return
+        run = self.run
+        st = run.stages.get(stage)
+        if st is None:
+            st = run.stages[stage] = Stage(stage, ev.line, ev.ts, ev.secs)
+            if STAGES.index(stage) >= STAGES.index(run.last_stage or "init") or run.last_stage is None:
+                run.last_stage = stage
+        if _STAGE_END.get(k) == stage or k == "graph_capture_end":
+            st.end_secs, st.end_ts = ev.secs, ev.ts
+
+    def _era(self, ev: Event) -> None:
+        for kind, pred, era in _ERA_HINTS:
+            if ev.kind == kind and pred(ev):
+                idx = _ERA_ORDER.index(era)
+                if idx > self.era_rank:
+                    self.era_rank = idx
+                    self.run.era = era
+                break
+
+    def finish(self) -> None:
+        """Parallel sizes (needs the server args, which may come late) and the eras only the whole
+        log tells apart (by the shape of its stage stamps)."""
+        run = self.run
+        sa = run.server_args
+        for size_key, attr, rank_name in _SIZES:
+            v = sa.get(size_key)
+            if isinstance(v, int):
+                setattr(run, attr, v)
+            elif rank_name in self.max_rank:
+                setattr(run, attr, self.max_rank[rank_name] + 1)
+        if run.era in (None, "v0.1.17-v0.4.3"):
+            stamps = [s.first_ts for s in run.stages.values() if s.first_ts]
+            if stamps and all(len(t) == 8 for t in stamps):
+                run.era = "v0.2.14-v0.3.3"  # time-only prefixes
+            elif run.stages and not stamps and run.era is not None:
+                run.era = "v0.1.17-v0.2.13"  # no prefix at all, rank inline as [gpu_id=N] / [gpu=N]
+
+
+__all__ = ["StageTracker"]

@@ -121,11 +121,13 @@ def test_runs_filter_and_sort() -> None:
 def test_compare_names_the_difference_that_matters() -> None:
     p = cli("compare", str(RUNS / "llama8b-mfs0.90-4.log"), str(RUNS / "llama8b-mfs0.95-5.log"), "--format", "json")
     d = json.loads(p.stdout)
-    assert d["server_args"] == [{"arg": "mem_fraction_static", "a": 0.9, "b": 0.95}]
-    text = " ".join(d["divergence"])
-    assert "mem_fraction_static 0.90 → 0.95" in text
-    assert "KV cache — B had 3.94 GiB more" in text
-    assert "A reached ready, B did not: CUDA ran out of memory while capturing CUDA graphs" in text
+    assert [(f["arg"], f["a"], f["b"], f["matters"]) for f in d["server_args"]] == [("mem_fraction_static", 0.9, 0.95, True)]
+    # where they part leads, then the first memory difference in launch order
+    assert d["divergence"] == ["B ran out of memory at graph 1 of 36 (bs=256), while A captured all 36 graphs and reached ready.",
+                               "B had 3.94 GiB more KV cache than A (59.70 vs 55.76 GiB) and ran out at graph 1 of 36."]
+    assert d["parting"]["b"]["title"] == "CUDA ran out of memory while capturing CUDA graphs"
+    assert any(s.startswith("With m in force 0.950 in B against 0.900 in A, B's reserve for graphs and activations was "
+                            "3.94 GiB smaller") for s in d["decided"])
 
 
 def test_clusters_and_rules_new(tmp_path: Path) -> None:

@@ -152,13 +152,25 @@ def test_a_partial_that_never_ends_is_bounded() -> None:
 
 
 def test_a_cri_record_cut_inside_a_progress_redraw_is_joined_before_the_redraws_collapse() -> None:
-    bar = "\r".join(f"Capturing batches (bs={b}): {p:3d}%|#| {i}/4 [00:0{i}<00:00,  4.88it/s]"
+    # a bar whose redraws collapse (the capture bar keeps its frames: the next test)
+    bar = "\r".join(f"Loading safetensors checkpoint shards (bs={b}): {p:3d}%|#| {i}/4 [00:0{i}<00:00,  4.88it/s]"
                     for i, (b, p) in enumerate([(8, 0), (4, 25), (2, 50), (1, 100)]))
     cut = bar.index("(bs=2") + 2
     data = (f"2025-04-05T00:01:19.1Z stderr P {bar[:cut]}\n2025-04-05T00:01:19.2Z stderr F {bar[cut:]}\n"
             "2025-04-05T00:01:19.3Z stderr F next\n")
     got = [(ln.number, ln.text) for ln in clean_lines(io.BytesIO(data.encode()))]
     assert got == [(1, bar.rsplit("\r", 1)[1]), (3, "next")]
+
+
+def test_a_cuda_graph_capture_bar_keeps_every_frame_whole_across_a_cri_cut() -> None:
+    # each capture frame names a batch size and the free memory after it: graph memory is fitted from them
+    bar = "\r".join(f"Capturing batches (bs={b} avail_mem={m:.2f} GB): {p:3d}%|#| {i}/4 [00:0{i}<00:00,  4.88it/s]"
+                    for i, (b, m, p) in enumerate([(8, 9.7, 0), (4, 9.5, 25), (2, 9.4, 50), (1, 9.3, 100)]))
+    cut = bar.index("(bs=2") + 2
+    data = (f"2025-04-05T00:01:19.1Z stderr P {bar[:cut]}\n2025-04-05T00:01:19.2Z stderr F {bar[cut:]}\n"
+            "2025-04-05T00:01:19.3Z stderr F next\n")
+    got = [(ln.number, ln.text) for ln in clean_lines(io.BytesIO(data.encode()))]
+    assert got == [(1, frame) for frame in bar.split("\r")] + [(3, "next")]
 
 
 # ------------------------------------------------------------------------------------------------

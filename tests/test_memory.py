@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from logdoctor.run.fold import summarize_source
-from logdoctor.run.memory import analyse, memory_text, rank_bar
+from logdoctor.report.memory_text import memory_text, rank_bar
+from logdoctor.run.memory import analyse
 
 ROOT = Path(__file__).resolve().parent.parent
 MEM = ROOT / "fixtures" / "memory"

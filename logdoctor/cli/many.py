@@ -182,15 +182,21 @@ def register(cli: click.Group) -> None:
     @cli.command("compare")
     @click.argument("a")
     @click.argument("b")
-    @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+    @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
     @rules_opt
     def compare_cmd(a: str, b: str, fmt: str, rule_dirs: tuple[str, ...]) -> None:
-        """Two runs side by side: differing args, stages, memory per rank, outcome, and where they diverge."""
+        """Two runs side by side: where they part, the flags that differ (memory and launch first), memory per
+        stage with the fraction in force, and the difference that decided it."""
         from logdoctor.diagnosis.ranking import diagnose_source
-        from logdoctor.many.compare import compare, comparison_text
+        from logdoctor.many.compare import compare, comparison_markdown, comparison_text
         rules = load_rules(rule_dirs)
         c = compare(diagnose_source(a, rules, display_path(a)), diagnose_source(b, rules, display_path(b)))
-        click.echo(dump(c.to_dict()) if fmt == "json" else comparison_text(c))
+        if fmt == "json":
+            click.echo(dump(c.to_dict()))
+        elif fmt == "markdown":
+            click.echo(comparison_markdown(c), nl=False)
+        else:
+            click.echo(comparison_text(c))
 
     @cli.command("clusters")
     @click.argument("paths", nargs=-1)

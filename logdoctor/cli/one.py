@@ -99,18 +99,26 @@ def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
               help="What-if: predict the KV cache and reserve at this value.")
 @click.option("--cuda-graph-max-bs", "bs", type=click.IntRange(1, 4096), default=None,
               help="What-if: scale the CUDA-graph memory to this largest captured batch.")
+@click.option("--chunked-prefill-size", "chunk", type=click.IntRange(1, 1 << 20), default=None,
+              help="What-if: size the prefill activations for this chunk.")
+@click.option("--max-running-requests", "max_running", type=click.IntRange(1, 1 << 20), default=None,
+              help="What-if: request slots (caps the captured batches, sizes the request pool).")
+@click.option("--tp", "tp", type=click.IntRange(1, 1024), default=None,
+              help="What-if: split the weights over this many ranks.")
 @envelope_option
-def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, envelope: str | None) -> None:
+def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, chunk: int | None,
+               max_running: int | None, tp: int | None, envelope: str | None) -> None:
     """Rebuild the KV-cache budget of LOG from its own numbers and say which flag to move which way."""
-    from logdoctor.run.memory import analyse, memory_text
+    from logdoctor.report.memory_text import memory_text
+    from logdoctor.run.memory import analyse
     from logdoctor.run.fold import summarize_source
     source = input_sources((log,) if log else ())[0]
     run = summarize_source(source, envelope)  # analyse compares positions: not cited
     run.source = label(source)
     require_content(run, source)
-    analysis = analyse(run, mfs, bs)
-    if fmt == "json":
-        click.echo(dump(analysis.to_dict()))
+    analysis = analyse(run, mfs, bs, what_if_chunk=chunk, what_if_max_running=max_running, what_if_tp=tp)
+    if fmt == "json":  # the format logdoctor/memory.schema.json documents
+        click.echo(dump({"schema": "logdoctor.memory/1", "source": run.source, **analysis.to_dict()}))
     else:
         click.echo(memory_text(analysis))
 

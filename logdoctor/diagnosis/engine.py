@@ -1,7 +1,8 @@
 """Rules over events and the Run: selections, conditions, and one Diagnosis per firing rule.
 
 Rules never see raw lines: a selection matches event kinds, event fields (equals, ranges, RE2 regex,
-substring), a fuzzy text match (rapidfuzz, the score feeds the confidence), or run-summary fields.
+substring), a fuzzy text match (rapidfuzz, the score feeds the confidence), or run-summary fields, among
+them the KV budget's values under `memory.` (`rule_run_dict`: `memory.fraction_not_in_force`, `memory.reserve_thin`).
 Every event also exposes `stage` (the launch stage the log had reached when it was printed), `line`,
 `rank`, `ranks`, `text` and `kind` as pseudo-fields.
 
@@ -24,6 +25,7 @@ from logdoctor.diagnosis.rules import Rule, Selection
 from logdoctor.diagnosis.templates import lookup, render  # noqa: F401  (diagnose fills templates via engine.render)
 from logdoctor.events import Event
 from logdoctor.read.sniff import InputError
+from logdoctor.run.memory import analyse, template_values
 from logdoctor.run.model import Run
 
 PERIODIC = frozenset({"decode_batch", "prefill_batch", "http_access", "progress", "checkpoint_progress",
@@ -350,6 +352,7 @@ def _order_filter(results: dict[str, SelectionResult], rule: Rule, index: EventI
 def evaluate_rule(rule: Rule, index: EventIndex, run: Run, run_dict: dict[str, Any],
                   clock: UserRuleClock | None = None) -> Diagnosis | None:
     """One rule over one log; a user rule (not built in) runs against `clock` when one is given."""
+    run_dict = _with_memory(run, run_dict, rule)
     if clock is not None and not rule.builtin:
         clock.start(rule)
         try:
@@ -412,7 +415,33 @@ def _evidence_text(ev: Event) -> str:
     return ev.text if len(ev.text) <= 300 else ev.text[:299] + "…"
 
 
-def evaluate_all(rules: list[Rule], index: EventIndex, run: Run) -> list[Diagnosis]:
-    run_dict = run.to_dict()
+def rule_run_dict(run: Run, memory_values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What `run:` selections and `{run.…}` placeholders read: `Run.to_dict()` whose `memory` is the KV
+    budget's values (`run.memory.template_values`: `memory.fraction_not_in_force`, `memory.reserve_thin`, …).
+
+    The per-rank figures `Run.to_dict()` keeps under `memory` stay reachable as `memory.ranks.N` and, for
+    rules written against the old shape, `memory.N`. `memory_values`: the values when the caller already
+    has them (ranking.diagnose computes the analysis once for the rules and the report)."""
+    d = run.to_dict()
+    if memory_values is None:
+        memory_values = template_values(analyse(run))
+    ranks = d.get("memory") if isinstance(d.get("memory"), list) else []
+    d["memory"] = {**{str(i): r for i, r in enumerate(ranks)}, "ranks": ranks, **memory_values}
+    return d
+
+
+def _with_memory(run: Run, run_dict: dict[str, Any], rule: Rule) -> dict[str, Any]:
+    """`run_dict` as `rule_run_dict` builds it when the rule reads `memory.<value>` and the caller passed the
+    bare `Run.to_dict()` (its `memory` is the per-rank list): `rules test` and single-rule callers."""
+    if not isinstance(run_dict.get("memory"), list):
+        return run_dict
+    reads = any(k.startswith("memory.") and not k.split(".", 2)[1].isdigit()
+                for sel in rule.selections.values() for k in (sel.run or {}))
+    return rule_run_dict(run) if reads else run_dict
+
+
+def evaluate_all(rules: list[Rule], index: EventIndex, run: Run,
+                 memory_values: dict[str, Any] | None = None) -> list[Diagnosis]:
+    run_dict = rule_run_dict(run, memory_values)
     clock = UserRuleClock()
     return [d for rule in rules if (d := evaluate_rule(rule, index, run, run_dict, clock)) is not None]

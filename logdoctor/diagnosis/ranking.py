@@ -49,6 +49,8 @@ class Report:
             "diagnoses": [d.to_dict() for d in self.diagnoses],
             "run": self.run.to_dict(),
         }
+        if self.memory and self.memory.get("budget_line"):
+            d["memory"] = self.memory  # the KV budget (memory.schema.json), on every log with memory figures
         if self.nodes:
             d["nodes"] = self.nodes
             _add_run_nodes(d["run"], self.run_nodes)
@@ -121,6 +123,14 @@ def rank_diagnoses(diags: list[Diagnosis], run: Run) -> tuple[str, Diagnosis | N
     return verdict, primary, ordered
 
 
+def budget_lead(diags: list[Diagnosis]) -> Diagnosis | None:
+    """A memory warning (the budget story: a fraction not in force, a thin reserve, unbalanced ranks) to lead a
+    launch that did not come up when nothing else names why: no failure, no stall rule and no stage the net
+    can name. It never leads over a failure, and the verdict stays what the ranking said."""
+    return next((d for d in diags if d.category == "memory_pressure" and d.rule.severity == "warning"
+                 and not d.rule.fatal and not d.rule.cascade and not d.rule.inferred), None)
+
+
 def diagnose_source(source: str, rules: list[Rule], label: str | None = None,
                     envelope: str | None = None) -> Report:
     """Read, parse, fold, match and rank one log; periodic batch lines take the bulk path.
@@ -143,12 +153,17 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
         raise ValueError("diagnose: a Folding comes with its own builder; pass one or the other")
     index = EventIndex(folding)
     run = folding.run
-    diags = evaluate_all(rules, index, run)
+    # the budget first: rules select on its values (`run: {memory.reserve_thin: true}`) as well as fill them in
     mem = analyse(run)
     mem_values = template_values(mem)
+    diags = evaluate_all(rules, index, run, mem_values)
     verdict, primary, ordered = rank_diagnoses(diags, run)
     verdict, primary, ordered = refine(verdict, primary, ordered, index, run,
                                        net if net is not None else getattr(rules, "net", None) or load_net())
+    if primary is None and verdict != "healthy":
+        primary = budget_lead(ordered)
+        if primary is not None:
+            ordered = [primary] + [d for d in ordered if d is not primary]
     report = Report(source, verdict, primary, ordered, run, mem.to_dict())
     if citations is not None:
         cite_report(report, citations)  # after ranking: nothing orders by position any more
@@ -162,7 +177,21 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
         d.remedies = [text for r in d.rule.remedy if (text := render(r, d.values))]
         if d.category == "memory_pressure":
             d.memory = mem.to_dict()
+            if d.counted:
+                d.remedies = computed_remedies(mem.remedies, d.remedies)
     return report
+
+
+def computed_remedies(computed: list[dict[str, Any]], from_rule: list[str]) -> list[str]:
+    """A memory failure's remedies: the analysis's, ranked by what the run's own numbers say each fixes, then
+    the rule's for flags the analysis does not size (`--disable-cuda-graph`), then its cautions."""
+    if not computed:
+        return from_rule
+    sized = [r for r in computed if r.get("value") is not None]
+    flags = {r["flag"] for r in computed if r.get("flag")}  # a caution about a flag also overrules the rule on it
+    cautions = [r["text"] for r in computed if r.get("value") is None]
+    rest = [text for text in from_rule if not any(flag in text for flag in flags)]
+    return [r["text"] for r in sized] + rest + cautions
 
 
 def cite_report(report: Report, citations: Citations) -> None:
@@ -183,4 +212,4 @@ def cite_report(report: Report, citations: Citations) -> None:
     report.run_nodes = cite_run(report.run, citations)
 
 
-__all__ = ["Report", "cite_report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]
+__all__ = ["Report", "budget_lead", "cite_report", "diagnose", "diagnose_source", "rank_diagnoses", "SCHEMA"]

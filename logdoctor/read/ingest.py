@@ -181,6 +181,9 @@ def _clean(text: str) -> str:
     return text
 
 
+_CAPTURE_BAR = "Capturing batches ("
+
+
 def _pieces(text: str) -> list[str]:
     """The lines inside one physical line: split at bare CRs, progress redraws collapsed."""
     if "\r" not in text:
@@ -190,8 +193,11 @@ def _pieces(text: str) -> list[str]:
         return parts or [""]
     progress = [_is_progress(p) for p in parts]
     last = len(parts) - 1
-    # a progress state followed by another is a redraw: only the final state of each run was visible
-    return [p for i, p in enumerate(parts) if not (i < last and progress[i] and progress[i + 1])]
+    # a progress state followed by another is a redraw: only the final state of each run was visible. A CUDA-graph
+    # capture bar is kept frame by frame: each frame names the batch size and the free memory after the graphs so
+    # far, which is how graph memory is measured (run/graph_memory.py)
+    return [p for i, p in enumerate(parts)
+            if not (i < last and progress[i] and progress[i + 1]) or p.startswith(_CAPTURE_BAR)]
 
 
 def _lines_of(number: int, text: str, truncated: bool) -> list[Line]:

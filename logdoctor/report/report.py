@@ -7,6 +7,7 @@ from logdoctor.read.citations import where
 from logdoctor.run.model import STAGES, Run
 
 if TYPE_CHECKING:
+    from logdoctor.diagnosis.engine import Diagnosis
     from logdoctor.diagnosis.ranking import Report
     from logdoctor.diagnosis.rules import Rule
 
@@ -96,6 +97,9 @@ def explain_text(report: "Report", color: bool = False) -> str:
     out.append(f"{s['dim']}{report.source}{s['reset']}")
     if report.nodes:
         out.append(f"{s['dim']}{_nodes_text(report)}{s['reset']}")
+    budget = budget_line(report)
+    if budget:
+        out.append(f"{s['bold']}budget{s['reset']}   {budget}")
     out.extend(f"{s['yellow']}note: {n}{s['reset']}" for n in report.notes)
     if p is not None:
         out.append("")
@@ -118,6 +122,18 @@ def explain_text(report: "Report", color: bool = False) -> str:
                        "per-rank picture)")
             out.extend(_memory_lines(p.memory))
     others = [d for d in report.diagnoses if d is not p]
+    if p is None:
+        # nothing failed: the warnings are what there is to read, so they are shown in full, not as a title
+        shown = _worth_knowing(others)
+        if shown:
+            out.append("")
+            out.append(f"{s['bold']}Worth knowing{s['reset']}")
+            for d in shown:
+                out.append(f"  {s['cyan']}{where(d.node, d.position)}{s['reset']}: {d.rule.id} {d.rule.title} "
+                           f"({d.category}, {d.rule.severity})")
+                out.extend(_wrap(d.explanation, "    "))
+                out.extend(_wrap("→ " + d.remedies[0], "    ") if d.remedies else [])
+            others = [d for d in others if d not in shown]
     if others:
         out.append("")
         out.append(f"{s['bold']}Also seen{s['reset']}")
@@ -129,6 +145,21 @@ def explain_text(report: "Report", color: bool = False) -> str:
     out.append(f"{s['bold']}Stages{s['reset']}")
     out.append("  " + _stages_line(report.run, report.run_nodes.get("stages")))
     return "\n".join(out)
+
+
+WORTH_KNOWING = 3  # warnings explained in full on a report without a failure; the rest are listed by title
+
+
+def budget_line(report: "Report") -> str:
+    """The one-line memory budget (`weights … | KV … | graphs … | free … GiB per rank, m configured …`), empty
+    when the log has no memory figures."""
+    return str((report.memory or {}).get("budget_line") or "")
+
+
+def _worth_knowing(diags: "list[Diagnosis]") -> "list[Diagnosis]":
+    """Warnings and notes a rule wrote from this log (not the net's inferred clues, not cascades)."""
+    return [d for d in diags if not d.counted and not d.rule.fatal and not d.rule.cascade and not d.rule.inferred
+            and d.rule.severity in ("warning", "info") and d.explanation][:WORTH_KNOWING]
 
 
 def _memory_lines(mem: dict) -> list[str]:  # type: ignore[type-arg]
@@ -171,7 +202,9 @@ def _nodes_text(report: "Report") -> str:
 
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
     import textwrap
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent) or [indent]
+    # never at a hyphen: `--disable-custom-all-reduce` split over two lines cannot be copied
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
+                         break_on_hyphens=False) or [indent]
 
 
 def explain_markdown(report: "Report") -> str:
@@ -213,7 +246,22 @@ def explain_markdown(report: "Report") -> str:
         out.append(f"Source: `{report.source}`. " + ("The server reached ready and nothing fatal followed."
                                                     if report.verdict == "healthy" else
                                                     "No failure and no ready line in this log."))
+    budget = budget_line(report)
+    if budget:
+        out.insert(1, "")
+        out.insert(2, f"Memory per rank: `{budget}`")
     others = [d for d in report.diagnoses if d is not p]
+    if p is None:
+        shown = _worth_knowing(others)
+        for d in shown:
+            out.append("")
+            out.append(f"**{d.rule.title}** (`{d.rule.id}`, {d.rule.severity}, {where(d.node, d.position)})")
+            out.append("")
+            out.append(d.explanation)
+            if d.remedies:
+                out.append("")
+                out.append(f"→ {d.remedies[0]}")
+        others = [d for d in others if d not in shown]
     if others:
         out.append("")
         out.append("<details><summary>Also seen</summary>")

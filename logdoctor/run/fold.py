@@ -52,6 +52,12 @@ WARNING_KINDS = frozenset({
     "custom_allreduce_disabled", "python_warning", "mem_fraction_reduced", "max_total_tokens_capped",
     "memory_unbalanced", "kv_retract", "request_truncated", "kv_leak",
 })
+# the quantities a failure's message prints that the memory analysis uses (fractions, GiB); not positions, which
+# depend on how the log was collected
+FAILURE_VALUE_KEYS = frozenset({
+    "mem_fraction_static", "minimum", "viable", "requested", "profiled",
+    "tried_gib", "free_gib", "total_gib", "in_use_gib", "allocated_gib", "reserved_gib", "this_process_gib",
+})
 _NCCL_FAIL = re.compile(r"WARN|ERROR|ABORT")
 _SERVING_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
 _VERSION = re.compile(r"\bsglang(?:==| version:? ?|-)v?(\d{1,4}\.\d{1,4}\.\d{1,4}(?:\.post\d{1,4}|rc\d{1,4})?)", re.IGNORECASE)
@@ -115,7 +121,9 @@ class RunBuilder:
         else:
             return
         if len(target) < MAX_FAILURES:
-            target.append(Failure(ev.line, k, ev.rank, ev.ranks, ev.ts, ev.text[:500]))
+            values = {key: v for key, v in ev.fields.items()
+                      if key in FAILURE_VALUE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            target.append(Failure(ev.line, k, ev.rank, ev.ranks, ev.ts, ev.text[:500], values))
 
     def finish(self, line_count: int | None = None) -> Run:
         """The Run, complete: parallel sizes and era, batch statistics, and `line_count` (at least the

@@ -1,4 +1,4 @@
-"""The KV-cache budget, rebuilt from the log's own numbers (catalog section e), and what to change.
+"""The KV-cache budget, rebuilt from the log's own numbers (catalog section e), and what it says.
 
     rest (KV GiB) = A − P · (1 − m)        P: free GiB before weights (min over ranks)
                                            A: free GiB after weights (min over ranks), m: mem_fraction_static
@@ -6,8 +6,10 @@
     minimum m    = 1 − A / P               below it the KV budget is ≤ 0 and the launch cannot start
     reserve      = P · (1 − m)             what is left for activations and CUDA graphs
 
-Advice follows the direction of the shortage: at init (KV budget ≤ 0) the fraction goes up; in graph
-capture or at runtime it goes down (or the graphs / prefill chunk get smaller).
+This module reads the numbers and states the findings (fraction not in force, ranks unbalanced, reserve
+thin, the one-line budget); `memory_advice` predicts what-ifs on both limits and ranks the remedies.
+Where a quantity has two sources (the KV line's `#tokens` and the scheduler's `max_total_num_tokens`), one
+is used everywhere and the other recorded with the name of the source used.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 
 from logdoctor.run.model import RankMemory, Run
 
+ACTIVATION_MARGIN_GIB = 1.0  # stated as an allowance wherever it is used
 ROUNDING_TOLERANCE = 0.01  # page rounding, small req_to_token pools, 2-decimal logging
 GIB = float(1 << 30)
 # A memory figure outside ±GIB_LIMIT GiB (an exbibyte) is not a GPU's: it is dropped as unknown. Figures
@@ -50,8 +53,16 @@ class WhatIf:
     reserve_gib: float | None
     graph_gib_estimate: float | None
     headroom_gib: float | None
-    passes_kv_check: bool | None
+    passes_kv_check: bool | None               # kept for old callers: the same as kv_ok
     verdict: str
+    chunked_prefill_size: int | None = None
+    max_running_requests: int | None = None
+    tp: int | None = None
+    activations_gib: float | None = None       # one prefill chunk, SGLang's own reserve allowance (e.2)
+    kv_ok: bool | None = None                  # the KV budget is > 0 (SGLang's init check passes)
+    reserve_ok: bool | None = None             # the reserve holds the CUDA graphs (capture passes)
+    fails_first: str | None = None             # "kv" | "reserve" | None: the first limit hit, in launch order
+    unknown: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -79,6 +90,26 @@ class MemoryAnalysis:
     missing: list[str] = field(default_factory=list)
     ranks: list[RankBudget] = field(default_factory=list)
     what_if: WhatIf | None = None
+    # where m came from: "server_args" | "error text" (M03/M04/M05 print it) | None
+    mem_fraction_static_source: str | None = None
+    minimum_viable_from_error: float | None = None   # M05's "minimum viable = 1 - available/pre = x"
+    pre_load_free_source: str | None = None     # P from 'Load weight begin', else derived from M05
+    kv_tokens_source: str | None = None         # which line kv_tokens comes from
+    kv_tokens_other: int | None = None          # the other source's value when it differs
+    kv_tokens_other_source: str | None = None
+    chunked_prefill_size: int | None = None
+    max_running_requests: int | None = None
+    tp_size: int | None = None
+    graphs: dict[str, Any] | None = None       # GraphMemory.to_dict() when the log shows a capture
+    fraction_not_in_force: bool = False
+    ranks_unbalanced: bool = False
+    headroom_gib: float | None = None          # free after capture / at ready, min over ranks
+    headroom_source: str | None = None
+    headroom_needed_gib: float | None = None
+    headroom_needed_for: str | None = None
+    reserve_thin: bool = False
+    budget_line: str = ""
+    remedies: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,16 +211,54 @@ def _formula_lines(era: str | None, P: float | None, A: float | None, m: float |
     return lines
 
 
-def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None = None) -> MemoryAnalysis:
+def _graph_memory(run: Run) -> Any:
+    """The GRAPH stage's fit of the capture (`run.graph_memory`), None until that module exists or when the
+    log shows no capture."""
+    try:
+        from logdoctor.run.graph_memory import graph_memory
+    except ImportError:
+        return None
+    return graph_memory(run)
+
+
+def _kv_tokens(run: Run, kv_rank: RankBudget | None, ranks: list[RankBudget]) -> tuple[int | None, str | None,
+                                                                                        int | None, str | None]:
+    """(tokens, source, other value, other source): the KV line's `#tokens` sized the pool the KV GiB figure
+    describes, so it is the one used; `max_total_num_tokens=` (page-rounded, capped, PP-synced) is recorded."""
+    summary = _tokens(run.scheduler_summary.get("max_total_num_tokens"))
+    line_tokens = kv_rank.kv_tokens if kv_rank else None
+    if line_tokens is None and summary is None:
+        line_tokens = next((r.kv_tokens for r in ranks if r.kv_tokens), None)
+    if line_tokens is not None and (summary is None or kv_rank is not None):
+        other = summary if summary is not None and summary != line_tokens else None
+        return (line_tokens, "KV Cache is allocated. #tokens", other,
+                "max_total_num_tokens=" if other is not None else None)
+    return (summary, "max_total_num_tokens=", None, None) if summary is not None else (None, None, None, None)
+
+
+def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None = None, *,
+            what_if_chunk: int | None = None, what_if_max_running: int | None = None,
+            what_if_tp: int | None = None) -> MemoryAnalysis:
+    from logdoctor.run import memory_advice  # advice builds on this analysis: imported when needed
     ranks = [_rank_budget(rm) for rm in run.rank_list()]
     sa = run.server_args
+    errors = memory_advice.error_values(run)
     m = _num(sa.get("mem_fraction_static"))
     if m is not None and abs(m) > GIB_LIMIT:
         m = None  # `mem_fraction_static=1e300` is no setting: unknown rather than overflowing below
+    m_source = "server_args" if m is not None else None
+    m_error = errors.get("mem_fraction_static")
+    if m is None and m_error is not None:
+        m, m_source = m_error, "error text"
     pres = [r.pre_load_free_gib for r in ranks if r.pre_load_free_gib is not None]
     posts = [r.post_load_free_gib for r in ranks if r.post_load_free_gib is not None]
     P = min(pres) if pres else None
     A = min(posts) if posts else None
+    p_source = "Load weight begin. avail mem=" if P is not None else None
+    viable = errors.get("viable")
+    if P is None and A is not None and viable is not None and 0 < viable < 0.999 and A > 0:
+        # M05 prints 1 − A/P: the P SGLang measured follows from it (to its 4 decimals)
+        P, p_source = round(A / (1 - viable), 2), "SGLang's error: A / (1 − minimum viable)"
     kv_rank = next((r for r in ranks if r.kv_cache_gib is not None), None)
     KV = kv_rank.kv_cache_gib if kv_rank else None
     kv_estimated = False
@@ -200,7 +269,7 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
         if ends:
             a, e = min(ends)
             KV, kv_estimated = round(a - e, 2), True
-    tokens = kv_rank.kv_tokens if kv_rank else next((r.kv_tokens for r in ranks if r.kv_tokens), None)
+    tokens, tokens_source, tokens_other, tokens_other_source = _kv_tokens(run, kv_rank, ranks)
     bpt = _r(KV * GIB / tokens, 1) if KV and tokens else None
     weights = max((r.weights_gib for r in ranks if r.weights_gib is not None), default=None)
     graphs = max((r.graph_gib for r in ranks if r.graph_gib is not None), default=None)
@@ -211,25 +280,121 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
     m_used = m if m is not None else eff
     reserve = P * (1 - m_used) if (P and m_used is not None) else None
     budget = A - reserve if (A is not None and reserve is not None) else None
+    era = "v0.5.14+" if any(f.kind == "kv_no_memory_after_weights" for f in run.failures) else run.era
     missing = [name for name, v in (("mem_fraction_static (the server_args line)", m),
                                     ("free memory before weights ('Load weight begin. avail mem=')", P),
                                     ("free memory after weights ('Load weight end. … avail mem=')", A),
                                     ("KV cache size ('KV Cache is allocated. …')", KV)) if v is None]
     a = MemoryAnalysis(
-        era=run.era, shortage=shortage_stage(run), configured_mem_fraction_static=m,
+        era=era, shortage=shortage_stage(run), configured_mem_fraction_static=m,
         effective_mem_fraction_static=_r(eff), minimum_mem_fraction_static=_r(minimum), pre_load_free_gib=P,
         post_load_free_gib=A, weights_gib=weights, kv_cache_gib=KV, kv_tokens=tokens, bytes_per_token=bpt,
         reserve_gib=_r(reserve, 2), kv_budget_gib=_r(budget, 2), graph_gib=graphs, cuda_graph_max_bs=bs,
         context_len=ctx, missing=missing, ranks=ranks, kv_estimated=kv_estimated,
+        mem_fraction_static_source=m_source, minimum_viable_from_error=errors.get("viable"),
+        pre_load_free_source=p_source,
+        kv_tokens_source=tokens_source, kv_tokens_other=tokens_other, kv_tokens_other_source=tokens_other_source,
+        chunked_prefill_size=_chunk(run), max_running_requests=_tokens(
+            run.scheduler_summary.get("max_running_requests", sa.get("max_running_requests"))),
+        tp_size=_tokens(run.tp_size) or _tokens(sa.get("tp_size")),
     )
-    a.formula = _formula_lines(run.era, P, A, m_used, KV, bpt)
+    gm = _graph_memory(run)
+    a.graphs = gm.to_dict() if gm is not None else None
+    if a.graph_gib is None and gm is not None and gm.total_gib is not None and gm.failed_at_bs is None:
+        a.graph_gib = _gib(gm.total_gib)
+    a.formula = _formula_lines(era, P, A, m_used, KV, bpt)
+    if p_source and p_source.startswith("SGLang"):
+        a.formula.append(f"  (P = {P:.2f} GiB = A / (1 − {viable:.4f}), from SGLang's 'minimum viable': the log has no "
+                         "'Load weight begin' line)")
     if kv_estimated:
         a.formula.append("  (KV size estimated as A − 'Memory pool end' free memory: this SGLang prints no KV size)")
+    if m_source == "error text":
+        a.formula.append(f"  (m = {m:g} read from the error message: the log has no server_args line)")
+    _states(a, run, gm)
     a.findings = _findings(a, ranks, run)
-    a.advice = _advice(a, run)
-    if what_if_mfs is not None or what_if_bs is not None:
-        a.what_if = what_if(a, what_if_mfs if what_if_mfs is not None else (m_used or 0.0), what_if_bs)
+    if m_error is not None and m is not None and abs(m_error - m) > 1e-6:
+        # the error prints the server's own value: a different server_args line belongs to another process
+        a.findings.insert(0, f"the error text says mem_fraction_static={m_error:g} but the server_args line says {m:g}: "
+                             f"{m:g} is used here; the server that failed ran with {m_error:g}.")
+    a.remedies = memory_advice.remedies(a, run, gm, errors)
+    a.advice = [r["text"] for r in a.remedies]
+    if any(v is not None for v in (what_if_mfs, what_if_bs, what_if_chunk, what_if_max_running, what_if_tp)):
+        a.what_if = memory_advice.what_if(a, what_if_mfs if what_if_mfs is not None else (m_used or 0.0), what_if_bs,
+                                          gm, chunk=what_if_chunk, max_running=what_if_max_running, tp=what_if_tp)
     return a
+
+
+def _chunk(run: Run) -> int | None:
+    v = run.server_args.get("chunked_prefill_size", run.scheduler_summary.get("chunked_prefill_size"))
+    return _tokens(v)
+
+
+def prefill_activations_gib(chunk: int | None) -> float | None:
+    """SGLang's own reserve allowance for one prefill chunk (e.2, v0.5.3+: max(chunk, 2048) × 1.5 MiB)."""
+    return None if chunk is None else round(max(chunk, 2048) * 1.5 / 1024, 2)
+
+
+def _states(a: MemoryAnalysis, run: Run, gm: Any) -> None:
+    """The yes/no findings a rule can select on, and the one-line budget."""
+    m, eff = a.configured_mem_fraction_static, a.effective_mem_fraction_static
+    tolerance = ROUNDING_TOLERANCE * (3 if a.kv_estimated else 1)
+    if eff is not None and m is not None:
+        # only a KV cache larger than m allows is impossible; a smaller one is a --max-total-tokens cap, a hybrid
+        # split, a draft model's share or page rounding
+        a.fraction_not_in_force = eff - m > tolerance
+    a.ranks_unbalanced = _spread(a.ranks) is not None
+    # per rank: the scheduler's figure at ready, else the free memory its capture ended with; the least of them
+    free_after: dict[str, tuple[float, str]] = {}
+    for rm in run.rank_list():
+        end = _gib(rm.graph_end_free_gib)
+        if end is not None:
+            free_after[rm.rank] = (end, "Capture cuda graph end. avail mem=")
+    for r in a.ranks:
+        if r.available_gpu_mem_gib is not None:
+            free_after[r.rank] = (r.available_gpu_mem_gib, "available_gpu_mem= at ready")
+    if free_after:
+        rank, (a.headroom_gib, a.headroom_source) = min(free_after.items(), key=lambda kv: kv[1][0])
+        if len(free_after) > 1:
+            a.headroom_source += f" ({rank}, the least of {len(free_after)} ranks)"
+    # the log measures one need, the next larger graph; prefill activations are printed nowhere, and SGLang's own
+    # allowance (max(chunk, 2048) × 1.5 MiB) sizes the whole reserve, graphs included, so it is no measure of what
+    # is left: a stated general margin stands in for them
+    needs = [(ACTIVATION_MARGIN_GIB, f"a general margin of {ACTIVATION_MARGIN_GIB:g} GiB for prefill and decode activations "
+                                     "(an allowance, not measured: the log prints no activation sizes)")]
+    per_graph = _gib(getattr(gm, "per_graph_gib", None)) if gm is not None else None
+    if per_graph:
+        needs.append((round(per_graph, 2), f"the next larger CUDA graph (≈{per_graph:.2f} GiB per graph, fitted from "
+                                           "the capture)"))
+    if a.headroom_gib is not None:
+        a.headroom_needed_gib, a.headroom_needed_for = max(needs)
+    if a.headroom_gib is not None and a.headroom_needed_gib is not None:
+        a.reserve_thin = a.headroom_gib < a.headroom_needed_gib
+    a.budget_line = budget_line(a)
+
+
+def _fraction(m: float) -> str:
+    """0.9 as 0.90 beside an in-force 0.88; 0.848 as it was given."""
+    return f"{m:.2f}" if abs(m * 100 - round(m * 100)) < 1e-9 else f"{m:g}"
+
+
+def budget_line(a: MemoryAnalysis) -> str:
+    """`weights 70.3 | KV 10.4 (159K tok) | graphs 9.3 | free 2.0 GiB per rank, m configured 0.55, in force 0.88`;
+    an unknown term is named unknown; empty when the log has no memory figures at all."""
+    if all(v is None for v in (a.weights_gib, a.kv_cache_gib, a.graph_gib, a.headroom_gib, a.pre_load_free_gib)):
+        return ""
+    g = lambda v: "unknown" if v is None else f"{v:.1f}"
+    tok = f" ({a.kv_tokens / 1000:.0f}K tok)" if a.kv_tokens else ""
+    graphs = f"graphs {g(a.graph_gib)}"
+    if a.graph_gib is None and a.graphs and a.graphs.get("failed_at_bs") is not None:
+        full = _gib(a.graphs.get("full_capture_gib"))
+        graphs = f"graphs ≈{full:.1f} needed, capture died" if full is not None else "graphs unknown, capture died"
+    parts = [f"weights {g(a.weights_gib)}", f"KV {g(a.kv_cache_gib)}{tok}", graphs,
+             f"free {g(a.headroom_gib)} GiB per rank" if a.headroom_gib is not None else "free unknown (GiB per rank)"]
+    m = a.configured_mem_fraction_static
+    mtext = f"m configured {_fraction(m)}" if m is not None else "m not printed"
+    if a.effective_mem_fraction_static is not None:
+        mtext += f", in force {a.effective_mem_fraction_static:.2f}"
+    return " | ".join(parts) + ", " + mtext
 
 
 def _findings(a: MemoryAnalysis, ranks: list[RankBudget], run: Run) -> list[str]:
@@ -269,14 +434,19 @@ def _findings(a: MemoryAnalysis, ranks: list[RankBudget], run: Run) -> list[str]
     reduced = [f for f in run.warnings if f.kind == "mem_fraction_reduced"]
     if reduced:
         out.append(f"SGLang lowered mem_fraction_static itself (multimodal model): '{reduced[0].text[:120]}'.")
-    pres = [(r.rank, r.pre_load_free_gib) for r in ranks if r.pre_load_free_gib is not None]
-    if len(pres) > 1:
-        lo = min(pres, key=lambda x: x[1])
-        hi = max(pres, key=lambda x: x[1])
-        if hi[1] - lo[1] > max(1.0, 0.05 * hi[1]):
-            out.append(f"rank {lo[0]} had {lo[1]:.2f} GiB free before the weights, {hi[1] - lo[1]:.2f} GiB less than "
-                       f"{hi[0]} ({hi[1]:.2f} GiB): another process is using that GPU. SGLang sizes every rank by the "
-                       "smallest value.")
+    spread = _spread(ranks)
+    if spread is not None:
+        lo, hi = spread
+        out.append(f"rank {lo[0]} had {lo[1]:.2f} GiB free before the weights, {hi[1] - lo[1]:.2f} GiB less than "
+                   f"{hi[0]} ({hi[1]:.2f} GiB): another process is using that GPU. SGLang sizes every rank by the "
+                   "smallest value.")
+    if a.reserve_thin and a.headroom_gib is not None:
+        out.append(f"the reserve after capture is thin: {a.headroom_gib:.2f} GiB free ({a.headroom_source}), below "
+                   f"the {a.headroom_needed_gib:.2f} GiB {a.headroom_needed_for} needs.")
+    if a.kv_tokens_other is not None:
+        out.append(f"two sources give the KV pool size: '{a.kv_tokens_source}' {a.kv_tokens:,} and "
+                   f"'{a.kv_tokens_other_source}' {a.kv_tokens_other:,} (page rounding, caps); every figure here uses "
+                   f"{a.kv_tokens:,}, the count the KV size line describes.")
     if a.kv_tokens and a.context_len and a.kv_tokens < a.context_len:
         out.append(f"the KV pool holds {a.kv_tokens:,} tokens, less than one full-length request "
                    f"(context_len={a.context_len:,}): long prompts will be truncated or rejected.")
@@ -286,74 +456,15 @@ def _findings(a: MemoryAnalysis, ranks: list[RankBudget], run: Run) -> list[str]
     return out
 
 
-def _tokens_at(a: MemoryAnalysis, m: float) -> int | None:
-    if a.pre_load_free_gib is None or a.post_load_free_gib is None or not a.bytes_per_token:
+def _spread(ranks: list[RankBudget]) -> tuple[tuple[str, float], tuple[str, float]] | None:
+    """((rank, GiB), (rank, GiB)): the least and most free memory before weights, when they differ by more
+    than rounding and a CUDA context (1 GiB or 5 %)."""
+    pres = [(r.rank, r.pre_load_free_gib) for r in ranks if r.pre_load_free_gib is not None]
+    if len(pres) < 2:
         return None
-    rest = a.post_load_free_gib - a.pre_load_free_gib * (1 - m)
-    return max(0, int(rest * GIB / a.bytes_per_token))
-
-
-def _advice(a: MemoryAnalysis, run: Run) -> list[str]:
-    out: list[str] = []
-    P, A = a.pre_load_free_gib, a.post_load_free_gib
-    m = a.configured_mem_fraction_static if a.configured_mem_fraction_static is not None else a.effective_mem_fraction_static
-    step = P * 0.01 if P else None
-    short = _short_rank(a.ranks)
-    if short is not None and a.shortage in ("init", "weights", "kv_pool") and m is not None:
-        rank, p_short, p_others = short
-        weights = a.weights_gib or 0.0
-        budget_without = (p_others - weights) - p_others * (1 - m)
-        out.append(f"FREE the GPU of rank {rank} first: it had {p_short:.2f} GiB free before the weights against "
-                   f"{p_others:.2f} GiB on the others, and SGLang sizes every rank by the smallest. Without the other "
-                   f"process the KV budget at m={m:g} would be {budget_without:.2f} GiB (nvidia-smi shows who holds it).")
-    if a.shortage == "init":
-        if a.minimum_mem_fraction_static is not None and a.minimum_mem_fraction_static >= 0.99:
-            out.append(f"no --mem-fraction-static can start this launch: the weights ({a.weights_gib or 0:.2f} GiB) leave "
-                       f"{A:.2f} GiB of {P:.2f} GiB; use a larger --tp, a quantized checkpoint, or free the GPUs.")
-        elif a.minimum_mem_fraction_static is not None:
-            target = min(0.99, round(a.minimum_mem_fraction_static + 0.03, 2))
-            tok = _tokens_at(a, target)
-            out.append(f"RAISE --mem-fraction-static to at least {a.minimum_mem_fraction_static:.3f} (below it the KV "
-                       f"budget is ≤ 0); {target:.2f} leaves a {(A - P * (1 - target)):.2f} GiB KV cache"
-                       + (f" (≈{tok:,} tokens)" if tok else "") + f" and a {P * (1 - target):.2f} GiB reserve for graphs.")
-        else:
-            out.append("RAISE --mem-fraction-static (this is an init-time shortage: the weights left no room for the "
-                       "KV cache); the log lacks the free-memory figures to compute the minimum.")
-        out.append("or give each GPU more room: a larger --tp, a quantized checkpoint, or stop other processes on the GPUs.")
-    elif a.shortage in ("graph_capture", "runtime", "kv_pool"):
-        where = {"graph_capture": "while capturing CUDA graphs", "runtime": "while serving (prefill/decode)",
-                 "kv_pool": "while allocating the memory pool"}[a.shortage]
-        if m is not None:
-            lower = round(max(0.3, m - 0.04), 2)
-            tok_now, tok_low = _tokens_at(a, m), _tokens_at(a, lower)
-            if a.kv_tokens and a.bytes_per_token and P:
-                # anchor on the pool the log shows, move it by the memory the lower fraction gives back
-                tok_now = a.kv_tokens
-                tok_low = max(0, int(a.kv_tokens - P * (m - lower) * GIB / a.bytes_per_token))
-            extra = f" (+{P * (m - lower):.2f} GiB of reserve)" if P else ""
-            kv_note = f"; the KV cache shrinks to ≈{tok_low:,} tokens from ≈{tok_now:,}" if tok_low and tok_now else ""
-            out.append(f"LOWER --mem-fraction-static from {m:g} to about {lower:.2f}{extra}: memory ran out {where}, "
-                       f"after the KV cache took its share{kv_note}. Each −0.01 moves "
-                       f"{step:.2f} GiB from the KV cache to the reserve." if step else
-                       f"LOWER --mem-fraction-static from {m:g} to about {lower:.2f}: memory ran out {where}.")
-        else:
-            out.append(f"LOWER --mem-fraction-static: memory ran out {where}, after the KV cache took its share.")
-        if a.shortage == "graph_capture":
-            bs = a.cuda_graph_max_bs
-            half = max(8, bs // 2) if bs else None
-            out.append(f"or lower --cuda-graph-max-bs{f' from {bs} to {half}' if bs else ' (e.g. to 64)'}: graph memory "
-                       "grows with the largest captured batch; the KV cache is unchanged.")
-        if a.shortage == "runtime":
-            chunk = run.server_args.get("chunked_prefill_size")
-            out.append(f"or lower --chunked-prefill-size{f' from {chunk} to {chunk // 2}' if isinstance(chunk, int) and chunk > 0 else ''}"
-                       " (smaller prefill activations) or --max-running-requests; the KV cache is unchanged.")
-        out.append("never raise --mem-fraction-static for this failure: it takes memory from the reserve that ran out.")
-    if a.kv_tokens and a.context_len and a.kv_tokens < a.context_len and m is not None and a.bytes_per_token and P and A:
-        need = 1 - (A - a.context_len * a.bytes_per_token / GIB) / P
-        out.append(f"to hold one full {a.context_len:,}-token request the KV cache needs "
-                   f"{a.context_len * a.bytes_per_token / GIB:.2f} GiB: mem_fraction_static ≥ {need:.3f}, or a smaller "
-                   "--context-length.")
-    return out
+    lo = min(pres, key=lambda x: x[1])
+    hi = max(pres, key=lambda x: x[1])
+    return (lo, hi) if hi[1] - lo[1] > max(1.0, 0.05 * hi[1]) else None
 
 
 def _short_rank(ranks: list[RankBudget]) -> tuple[str, float, float] | None:
@@ -366,44 +477,23 @@ def _short_rank(ranks: list[RankBudget]) -> tuple[str, float, float] | None:
     return (rank, lo, median) if median - lo > max(1.0, 0.05 * median) else None
 
 
-def what_if(a: MemoryAnalysis, m: float, bs: int | None) -> WhatIf:
-    P, A = a.pre_load_free_gib, a.post_load_free_gib
-    if not P or A is None:
-        return WhatIf(m, bs, None, None, None, None, None, None,
-                      "cannot predict: the log lacks the free memory before and after the weights")
-    if not math.isfinite(m) or abs(m) > GIB_LIMIT or (bs is not None and not 0 < bs < 10**9):
-        return WhatIf(m if math.isfinite(m) else 0.0, bs, None, None, None, None, None, None,
-                      "cannot predict: the mem_fraction_static or batch size asked for is not a usable number")
-    budget = A - P * (1 - m)
-    reserve = P * (1 - m)
-    tokens = max(0, int(budget * GIB / a.bytes_per_token)) if a.bytes_per_token and budget > 0 else (0 if budget <= 0 else None)
-    graph = None
-    if a.graph_gib is not None:
-        graph = a.graph_gib * (bs / a.cuda_graph_max_bs) if (bs and a.cuda_graph_max_bs) else a.graph_gib
-    headroom = reserve - graph if graph is not None else None
-    passes = budget > 0
-    if not passes:
-        verdict = (f"the launch cannot pass the KV check: the KV budget would be {budget:.2f} GiB; the minimum "
-                   f"mem_fraction_static is {1 - A / P:.3f}")
-    else:
-        verdict = f"passes the KV check with {budget:.2f} GiB for the KV cache" + (f" (≈{tokens:,} tokens)" if tokens else "")
-        if headroom is not None:
-            verdict += f"; {headroom:.2f} GiB left for activations after ≈{graph:.2f} GiB of graphs"
-        if a.context_len and tokens is not None and tokens < a.context_len:
-            verdict += f"; fewer tokens than one {a.context_len:,}-token request"
-    return WhatIf(m, bs, _r(budget, 2), tokens, _r(reserve, 2), _r(graph, 2), _r(headroom, 2), passes, verdict)
-
-
 def template_values(a: MemoryAnalysis) -> dict[str, Any]:
     """Numbers rule templates can use as `{mem.NAME}`."""
     d = {k: v for k, v in a.to_dict().items() if k not in ("ranks", "what_if")}
-    if a.minimum_mem_fraction_static is not None:
-        d["suggest_raise_to"] = round(min(0.99, a.minimum_mem_fraction_static + 0.03), 2)
+    # the suggestions are the computed remedies' values where there are some (the old fixed steps otherwise)
+    computed = {(r["flag"], r["fixes"]): r["value"] for r in reversed(a.remedies) if r["value"] is not None}
+    if computed.get(("--mem-fraction-static", "kv")) is not None:
+        d["suggest_raise_to"] = computed[("--mem-fraction-static", "kv")]
+    elif a.minimum_mem_fraction_static is not None and a.minimum_mem_fraction_static + 0.03 <= 0.95:
+        d["suggest_raise_to"] = round(a.minimum_mem_fraction_static + 0.03, 2)
     m = a.configured_mem_fraction_static if a.configured_mem_fraction_static is not None else a.effective_mem_fraction_static
     if m is not None:
-        d["suggest_lower_to"] = round(max(0.3, m - 0.04), 2)
+        d["suggest_lower_to"] = computed.get(("--mem-fraction-static", "reserve"), round(max(0.3, m - 0.04), 2))
         d["current"] = m
+    if computed.get(("--cuda-graph-max-bs", "reserve")) is not None:
+        d["suggest_cuda_graph_max_bs"] = computed[("--cuda-graph-max-bs", "reserve")]
     d["advice_text"] = " ".join(a.advice)
+    d["first_remedy"] = a.remedies[0]["text"] if a.remedies else ""
     pres = [r.pre_load_free_gib for r in a.ranks if r.pre_load_free_gib is not None]
     if pres:
         d["max_pre_load_free_gib"], d["min_pre_load_free_gib"] = max(pres), min(pres)
@@ -412,73 +502,3 @@ def template_values(a: MemoryAnalysis) -> dict[str, Any]:
     if short is not None:
         d["short_rank"], d["short_rank_free_gib"] = short[0], short[1]
     return d
-
-
-# ------------------------------------------------------------------------------------------------
-# the picture
-
-
-BAR_WIDTH = 60
-BAR_LEGEND = "W weights  K KV cache  G CUDA graphs  r reserve (activations)  . free at ready  ? unknown"
-
-
-def rank_bar(r: RankBudget) -> str:
-    """`|WWWWKKKKGGrr..|` scaled to the free memory before weights; letters, so no colour is needed."""
-    total = r.pre_load_free_gib
-    if not total:
-        return "?" * BAR_WIDTH
-    parts: list[tuple[str, float | None]] = [("W", r.weights_gib), ("K", r.kv_cache_gib), ("G", r.graph_gib)]
-    known = sum(v for _, v in parts if v)
-    free = r.available_gpu_mem_gib
-    reserve = total - known - (free or 0.0)
-    cells: list[str] = []
-    for ch, v in parts + [("r", reserve if reserve > 0 else 0.0), (".", free)]:
-        if v is None:
-            continue
-        cells.append(ch * min(BAR_WIDTH, round(BAR_WIDTH * max(0.0, min(v, total)) / total)))
-    bar = "".join(cells)[:BAR_WIDTH]
-    return bar + "?" * (BAR_WIDTH - len(bar))
-
-
-def memory_text(a: MemoryAnalysis) -> str:
-    out: list[str] = []
-    f = lambda v, spec=".2f": "?" if v is None else format(v, spec)
-    out.append(f"KV-cache budget  (era {a.era or '?'}{', memory ran out: ' + a.shortage if a.shortage else ''})")
-    out.append(f"  configured mem_fraction_static  {f(a.configured_mem_fraction_static, 'g')}")
-    out.append(f"  effective (from the numbers)    {f(a.effective_mem_fraction_static, '.3f')}")
-    out.append(f"  minimum that can start          {f(a.minimum_mem_fraction_static, '.3f')}")
-    out.append(f"  P free before weights {f(a.pre_load_free_gib)} GiB   A after {f(a.post_load_free_gib)} GiB   "
-               f"weights {f(a.weights_gib)} GiB   KV {f(a.kv_cache_gib)} GiB / {a.kv_tokens if a.kv_tokens else '?'} tokens"
-               f" ({f(a.bytes_per_token, ',.0f')} B/token)   reserve {f(a.reserve_gib)} GiB")
-    out.append("")
-    out.append("The formula with this run's numbers")
-    out.extend("  " + ln for ln in a.formula)
-    if a.ranks:
-        out.append("")
-        out.append("Per rank (GiB)        before   after  weights     KV  tokens    pool-end  graphs  at-ready  m_eff")
-        for r in a.ranks:
-            out.append(f"  {r.rank:<18} {f(r.pre_load_free_gib):>7} {f(r.post_load_free_gib):>7} {f(r.weights_gib):>8}"
-                       f" {f(r.kv_cache_gib):>6} {r.kv_tokens if r.kv_tokens else '?':>7} {f(r.pool_end_free_gib):>10}"
-                       f" {f(r.graph_gib):>7} {f(r.available_gpu_mem_gib):>9} {f(r.effective_mem_fraction_static, '.3f'):>6}")
-        out.append("")
-        out.append("GPU memory per rank (of the free memory before weights)")
-        for r in a.ranks:
-            out.append(f"  {r.rank:<18} |{rank_bar(r)}| {f(r.pre_load_free_gib)} GiB")
-        out.append(f"  {BAR_LEGEND}")
-    if a.findings:
-        out.append("")
-        out.append("Findings")
-        out.extend(f"  - {x}" for x in a.findings)
-    if a.advice:
-        out.append("")
-        out.append("What to change")
-        out.extend(f"  {i}. {x}" for i, x in enumerate(a.advice, 1))
-    if a.what_if is not None:
-        w = a.what_if
-        out.append("")
-        out.append(f"What if --mem-fraction-static {w.mem_fraction_static:g}"
-                   + (f" --cuda-graph-max-bs {w.cuda_graph_max_bs}" if w.cuda_graph_max_bs else ""))
-        out.append(f"  KV budget {f(w.kv_budget_gib)} GiB, KV tokens {w.kv_tokens if w.kv_tokens is not None else '?'}, "
-                   f"reserve {f(w.reserve_gib)} GiB, graphs ≈{f(w.graph_gib_estimate)} GiB, headroom {f(w.headroom_gib)} GiB")
-        out.append(f"  → {w.verdict}")
-    return "\n".join(out)

@@ -35,6 +35,27 @@ class Stage:
         return round(d + 86400, 2) if d < -3600 else round(d, 2)  # time-only stamps past midnight
 
 
+MAX_CAPTURE_SAMPLES = 600   # capture progress samples kept per rank (SGLang's longest lists are ~70 sizes)
+
+
+@dataclass
+class GraphCapture:
+    """One rank's decode CUDA-graph capture as its lines show it (filled by rank_memory.py; read by
+    graph_memory.py). Decode graphs only: piecewise / prefill graphs are summed apart (`prefill_gib`),
+    draft-model graphs are left out."""
+    begin_free_gib: float | None = None          # `Capture cuda graph begin … avail mem=` [S49/S54]
+    batch_sizes: list[int] = field(default_factory=list)   # `Capture cuda graph bs [...]` [S53] / `bs=[...]` [S54]
+    # (bs or None in the pre-v0.4.9 form, avail GiB, graphs done as tqdm counts them) per progress frame [S60]
+    samples: list[tuple[int | None, float, int | None]] = field(default_factory=list)
+    samples_dropped: int = 0                     # frames past MAX_CAPTURE_SAMPLES (the last one is always kept)
+    total: int | None = None                     # the `n` of tqdm's `i/n`: graphs to capture
+    ended: bool = False                          # the decode `Capture … end` line was printed
+    mem_usage_gib: float | None = None           # its `mem usage=` [S51/S52/S55]: the graph pool
+    end_free_gib: float | None = None            # its `avail mem=`
+    prefill_gib: float | None = None             # piecewise / prefill graphs' `mem usage=` [S57 end, S55 prefill]
+    prefill_sizes: list[int] = field(default_factory=list)  # `Capture cuda graph num tokens [...]` [S58] / [S56]
+
+
 @dataclass
 class RankMemory:
     rank: str
@@ -50,6 +71,7 @@ class RankMemory:
     dist_init_gib: float | None = None
     graph_begin_free_gib: float | None = None
     last_capture_bs: int | None = None
+    graph_capture: GraphCapture | None = None    # the decode capture in detail (None: no capture line)
 
 
 @dataclass
@@ -60,6 +82,9 @@ class Failure:
     ranks: str | None
     ts: str | None
     text: str
+    # the numbers the parser read from the message (a fraction, the minimum viable one, torch's "Tried to allocate"),
+    # so that what runs on a Run reads them as values, never from the text again
+    values: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -105,7 +130,7 @@ class Run:
             "last_stage": self.last_stage,
             "ready": self.ready,
             "last_serving_line": self.last_serving_line or None,
-            "memory": [asdict(r) for r in self.rank_list()],
+            "memory": [_rank_dict(r) for r in self.rank_list()],
             "scheduler_summary": self.scheduler_summary,
             "batches": self.batches,
             "failures": [asdict(f) for f in self.failures],
@@ -113,6 +138,16 @@ class Run:
             "counts": {"lines": self.line_count, "events": self.event_count, "unparsed": self.unparsed_count,
                        "kinds": dict(sorted(self.kinds.items()))},
         }
+
+
+def _rank_dict(r: RankMemory) -> dict[str, Any]:
+    """A rank's figures as the Run's JSON shows them: the capture's frames are counted, not listed (up to
+    MAX_CAPTURE_SAMPLES per rank would dwarf the rest of a report; `logdoctor memory` shows the fit)."""
+    d = asdict(r)
+    capture = d.get("graph_capture")
+    if capture is not None:
+        capture["sample_count"] = len(capture.pop("samples")) + capture["samples_dropped"]
+    return d
 
 
 def _rank_sort_key(label: str) -> tuple[int, ...]:
@@ -139,4 +174,5 @@ def cite_run(run: Run, citations: Citations) -> dict[str, Any]:
     return nodes if citations.several_nodes else {"stages": {}, "failures": [], "warnings": []}
 
 
-__all__ = ["MAX_FAILURES", "STAGES", "Failure", "RankMemory", "Run", "Stage", "cite_run"]
+__all__ = ["MAX_CAPTURE_SAMPLES", "MAX_FAILURES", "STAGES", "Failure", "GraphCapture", "RankMemory", "Run", "Stage",
+           "cite_run"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from logdoctor.events import Event
-from logdoctor.run.model import RankMemory, Run
+from logdoctor.run.model import MAX_CAPTURE_SAMPLES, GraphCapture, RankMemory, Run
 
 # fields that are text by nature (kept when the numeric filter below drops malformed values)
 _NON_NUMERIC_KEYS = frozenset({"label", "dtype", "model_class", "draft", "va_upper_bound"})
@@ -24,9 +24,16 @@ class RankMemoryFold:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        # which capture the latest `Capture … begin` opened (decode | prefill | draft): tqdm frames carry
+        # no such word, and a draft model's capture prints the same `Capturing batches (` bars
+        self.capture_phase: str | None = None
+        self._tp0_rank: RankMemory | None = None
+        self._tp0_for = -1
 
     def _rank_mem(self, ev: Event) -> RankMemory:
-        label = ev.ranks or ("TP0" if ev.rank is None else f"TP{ev.rank}")
+        return self._rank_mem_label(ev.ranks or ("TP0" if ev.rank is None else f"TP{ev.rank}"))
+
+    def _rank_mem_label(self, label: str) -> RankMemory:
         rm = self.run.ranks.get(label)
         if rm is None:
             rm = self.run.ranks[label] = RankMemory(label)
@@ -54,22 +61,127 @@ class RankMemoryFold:
             self._rank_mem(ev).pool_end_free_gib = f.get("avail_gib")
         elif k == "dist_init_end":
             self._rank_mem(ev).dist_init_gib = f.get("mem_usage_gib")
-        elif k == "graph_capture_begin" and not f.get("draft"):
-            self._rank_mem(ev).graph_begin_free_gib = f.get("avail_gib")
-        elif k == "graph_capture_progress" and (ev.ranks or ev.rank is not None or len(self.run.ranks) <= 1):
-            rm = self._rank_mem(ev)  # tqdm bars carry no prefix: only attribute them when ranks are unambiguous
-            if isinstance(f.get("bs"), int):
-                rm.last_capture_bs = f["bs"]
-        elif k == "graph_capture_end" and not f.get("draft"):
-            rm = self._rank_mem(ev)
-            if f.get("mem_usage_gib") is not None:
-                rm.graph_gib = round((rm.graph_gib or 0.0) + f["mem_usage_gib"], 2)
-            rm.graph_end_free_gib = f.get("avail_gib", rm.graph_end_free_gib)
+        elif k == "graph_capture_begin":
+            self._capture_begin(ev, f, ev.fields)
+            if not f.get("draft"):
+                self._rank_mem(ev).graph_begin_free_gib = f.get("avail_gib")
+        elif k == "graph_capture_sizes":
+            self._capture_sizes(ev)
+        elif k == "graph_capture_progress":
+            self._capture_progress(ev, f)
+            if ev.ranks or ev.rank is not None or len(self.run.ranks) <= 1:
+                rm = self._rank_mem(ev)  # tqdm bars carry no prefix: only attribute them when ranks are unambiguous
+                if isinstance(f.get("bs"), int):
+                    rm.last_capture_bs = f["bs"]
+        elif k == "graph_capture_end":
+            self._capture_end(ev, f)
+            if not f.get("draft"):
+                rm = self._rank_mem(ev)
+                if f.get("mem_usage_gib") is not None:
+                    rm.graph_gib = round((rm.graph_gib or 0.0) + f["mem_usage_gib"], 2)
+                rm.graph_end_free_gib = f.get("avail_gib", rm.graph_end_free_gib)
         elif k == "scheduler_summary":
             rm = self._rank_mem(ev)
             rm.available_gpu_mem_gib = f.get("available_gpu_mem_gib")
             if rm.kv_tokens is None:
                 rm.kv_tokens = f.get("max_total_num_tokens")
+
+    # ---- the decode graph capture in detail (RankMemory.graph_capture; graph_memory.py fits it) -------
+
+    def _capture(self, rm: RankMemory) -> GraphCapture:
+        if rm.graph_capture is None:
+            rm.graph_capture = GraphCapture()
+        return rm.graph_capture
+
+    def _capture_begin(self, ev: Event, f: dict[str, Any], raw: dict[str, Any]) -> None:
+        phase = _capture_phase(raw)
+        self.capture_phase = phase
+        if phase == "prefill" and isinstance(raw.get("num_tokens"), list):   # [S56] prints its sizes
+            self._capture(self._rank_mem(ev)).prefill_sizes = _ints(raw["num_tokens"])
+        if phase != "decode":
+            return
+        rm = self._rank_mem(ev)
+        # a second decode capture on a rank (a relaunch in the same file) starts over; prefill graphs
+        # (captured before or after the decode ones, by era) stay
+        old = rm.graph_capture
+        gc = rm.graph_capture = GraphCapture(begin_free_gib=f.get("avail_gib"))
+        if old is not None:
+            gc.prefill_gib, gc.prefill_sizes = old.prefill_gib, old.prefill_sizes
+            gc.batch_sizes = old.batch_sizes if not old.samples and not old.ended else []
+        sizes = raw.get("batch_sizes")      # [S54] prints the list in the begin line
+        if isinstance(sizes, list):
+            gc.batch_sizes = _ints(sizes)
+
+    def _capture_sizes(self, ev: Event) -> None:
+        raw = ev.fields
+        if isinstance(raw.get("batch_sizes"), list):
+            self._capture(self._rank_mem(ev)).batch_sizes = _ints(raw["batch_sizes"])
+        elif isinstance(raw.get("num_tokens"), list):
+            self._capture(self._rank_mem(ev)).prefill_sizes = _ints(raw["num_tokens"])
+
+    def _capture_progress(self, ev: Event, f: dict[str, Any]) -> None:
+        """A tqdm frame `Capturing batches (bs=N avail_mem=X GB): P%|…| i/n` as a (bs, avail, i) sample.
+
+        SGLang sets the description before capturing `bs`, so `avail` is the free memory after the `i`
+        larger graphs; only TP rank 0 of a group draws the bar, without a prefix, so an unprefixed frame
+        goes to the one rank labelled TP0 (with several, e.g. plain DP, it is ambiguous and dropped)."""
+        if self.capture_phase not in (None, "decode") or _num(f.get("avail_gib")) is None:
+            return
+        rm = self._rank_mem(ev) if (ev.ranks or ev.rank is not None) else self._tp0()
+        if rm is None:
+            return
+        gc = self._capture(rm)
+        if gc.ended:
+            return
+        bs = f.get("bs") if isinstance(f.get("bs"), int) else None
+        done = f.get("done") if isinstance(f.get("done"), int) else None
+        if gc.samples and done is not None and gc.samples[-1][2] is not None and done < gc.samples[-1][2]:
+            return  # a second bar in the same capture (one per stream): the fit reads the first
+        sample = (bs, float(f["avail_gib"]), done)
+        if len(gc.samples) < MAX_CAPTURE_SAMPLES:
+            gc.samples.append(sample)
+        else:  # bounded, and the last frame (where a capture died) is always the one kept
+            gc.samples[-1] = sample
+            gc.samples_dropped += 1
+        if isinstance(f.get("total"), int):
+            gc.total = f["total"]
+
+    def _tp0(self) -> RankMemory | None:
+        ranks = self.run.ranks
+        if not ranks:
+            return self._rank_mem_label("TP0")
+        if self._tp0_for != len(ranks):   # looked up again only when a rank appears: O(ranks) per new rank
+            tp0 = [rm for label, rm in ranks.items() if "TP0" in label.split()]
+            self._tp0_rank, self._tp0_for = (tp0[0] if len(tp0) == 1 else None), len(ranks)
+        return self._tp0_rank
+
+    def _capture_end(self, ev: Event, f: dict[str, Any]) -> None:
+        phase = _capture_phase(ev.fields)
+        if phase == "draft":
+            return
+        gc = self._capture(self._rank_mem(ev))
+        usage = _num(f.get("mem_usage_gib"))
+        if phase == "prefill":
+            if usage is not None:
+                gc.prefill_gib = round((gc.prefill_gib or 0.0) + usage, 2)
+            return
+        gc.ended = True
+        gc.mem_usage_gib = usage
+        gc.end_free_gib = _num(f.get("avail_gib"))
+
+
+def _capture_phase(fields: dict[str, Any]) -> str:
+    """decode (the batch-size graphs, target verify included), prefill (piecewise / prefill graphs) or
+    draft (a speculative draft model's graphs), from the begin / end line's flags (finishers.py)."""
+    if fields.get("draft") or fields.get("role") == "draft":
+        return "draft"
+    if fields.get("piecewise") or fields.get("phase") == "prefill":
+        return "prefill"
+    return "decode"
+
+
+def _ints(values: list[Any]) -> list[int]:
+    return [v for v in values if isinstance(v, int) and not isinstance(v, bool)][:MAX_CAPTURE_SAMPLES]
 
 
 __all__ = ["RankMemoryFold"]

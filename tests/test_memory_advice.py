@@ -210,3 +210,16 @@ def test_memory_json_of_every_fixture_log_matches_the_schema() -> None:
         assert errors == [], (log, errors[:3])
         validated += 1
     assert validated > 200
+
+
+def test_a_what_if_starts_from_the_fraction_in_force_and_never_advises_an_impossible_fraction() -> None:
+    # only --tp asked: the fraction is the one the run had (0.88 in force), not the configured 0.55 that never ran
+    a = _analyse(FOUNDING, what_if_tp=4)
+    w = a.what_if
+    assert w is not None and w.mem_fraction_static == 0.88 and w.fails_first == "kv"
+    # half the ranks: 72.3 GiB of weights per rank becomes 144.6, more than the 94.02 GiB free before loading
+    assert "no --mem-fraction-static can start it" in w.verdict and "50.62 GiB more" in w.verdict
+    assert not re.search(r"mem_fraction_static (?:is|≥) 1\.\d", w.verdict)
+    # a healthy reserve under the general 1 GiB margin is called thin, and the margin is said to be an allowance
+    b = _analyse(FOUNDING, m=0.95, bs=128).what_if
+    assert b is not None and b.fails_first is None and "general margin" in b.verdict and "not measured" in b.verdict

@@ -100,7 +100,7 @@ def what_if_text(w: WhatIf) -> list[str]:
              f"reserve {_gib(w.reserve_gib)}", "graphs " + ("≈" if w.graph_gib_estimate is not None else "") + _gib(w.graph_gib_estimate),
              f"headroom {_gib(w.headroom_gib)}"]
     if w.activations_gib is not None:
-        terms.append(f"prefill allowance {w.activations_gib:.2f} GiB")
+        terms.append(f"SGLang's prefill allowance {w.activations_gib:.2f} GiB (its sizing rule, not a measurement)")
     out.append("  " + ", ".join(terms))
     if w.kv_ok is None:
         out.append("  fails first: cannot tell (the unknown terms below)")

@@ -319,7 +319,10 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
     a.remedies = memory_advice.remedies(a, run, gm, errors)
     a.advice = [r["text"] for r in a.remedies]
     if any(v is not None for v in (what_if_mfs, what_if_bs, what_if_chunk, what_if_max_running, what_if_tp)):
-        a.what_if = memory_advice.what_if(a, what_if_mfs if what_if_mfs is not None else (m_used or 0.0), what_if_bs,
+        # unless asked for, the fraction is the one the run had: in force when the configured one was not
+        in_force = a.effective_mem_fraction_static if a.fraction_not_in_force else None
+        base_m = round(in_force, 2) if in_force is not None else (m_used or 0.0)
+        a.what_if = memory_advice.what_if(a, what_if_mfs if what_if_mfs is not None else base_m, what_if_bs,
                                           gm, chunk=what_if_chunk, max_running=what_if_max_running, tp=what_if_tp)
     return a
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from logdoctor.run.memory import GIB, GIB_LIMIT, MemoryAnalysis, WhatIf, _gib, _r, prefill_activations_gib
+from logdoctor.run.memory import ACTIVATION_MARGIN_GIB, GIB, GIB_LIMIT, MemoryAnalysis, WhatIf, _gib, _r, prefill_activations_gib
 from logdoctor.run.model import Run
 
 MFS_MAX = 0.95          # above it nothing is left for graphs and activations on any GPU: never advised
@@ -155,8 +155,16 @@ def _verdict(a: MemoryAnalysis, w: WhatIf, P: float, a_new: float) -> str:
     graphs = (f"≈{w.graph_gib_estimate:.2f} GiB of CUDA graphs" if w.graph_gib_estimate is not None
               else "CUDA graphs of unknown size")
     if w.fails_first == "kv":
-        text = (f"fails first at the KV check: the KV budget would be {w.kv_budget_gib:.2f} GiB; the minimum "
-                f"mem_fraction_static is {1 - a_new / P:.3f}")
+        minimum = 1 - a_new / P
+        text = f"fails first at the KV check: the KV budget would be {w.kv_budget_gib:.2f} GiB; "
+        if a_new <= 0:
+            text += (f"no --mem-fraction-static can start it: the weights per rank would need {-a_new:.2f} GiB more "
+                     f"than the {P:.2f} GiB free before loading")
+        elif not valid_mfs(minimum):
+            text += (f"no --mem-fraction-static SGLang accepts can start it: after the weights only {a_new:.2f} GiB of "
+                     f"{P:.2f} GiB would be free")
+        else:
+            text += f"the minimum mem_fraction_static is {minimum:.3f}"
     elif w.fails_first == "reserve":
         text = (f"passes the KV check with {w.kv_budget_gib:.2f} GiB{tok} but fails first on the reserve: "
                 f"{w.reserve_gib:.2f} GiB leaves {w.headroom_gib:.2f} GiB after {graphs}"
@@ -165,9 +173,9 @@ def _verdict(a: MemoryAnalysis, w: WhatIf, P: float, a_new: float) -> str:
         text = f"passes the KV check with {w.kv_budget_gib:.2f} GiB for the KV cache{tok}"
         if w.reserve_ok:
             text += f" and the reserve: {w.reserve_gib:.2f} GiB leaves {w.headroom_gib:.2f} GiB after {graphs}"
-            if w.activations_gib is not None and w.headroom_gib is not None and w.headroom_gib < w.activations_gib:
-                text += (f", below SGLang's {w.activations_gib:.2f} GiB allowance for a prefill chunk of "
-                         f"{w.chunked_prefill_size or a.chunked_prefill_size:,} tokens (thin)")
+            if w.headroom_gib is not None and w.headroom_gib < ACTIVATION_MARGIN_GIB:
+                text += (f", under the {ACTIVATION_MARGIN_GIB:g} GiB general margin for activations (thin; an "
+                         "allowance, not measured from the log)")
         else:
             text += "; the reserve cannot be checked: " + "; ".join(u for u in w.unknown if "CUDA-graph" in u)
     if a.context_len and w.kv_tokens is not None and 0 < w.kv_tokens < a.context_len:

@@ -127,9 +127,18 @@ def register(cli: click.Group) -> None:
     @many_logs
     @click.option("--events", "events_out", metavar="FILE.parquet", help="Also write every event of every log.")
     @envelope_option
+    @click.option("--fail-on", "fail_on", type=click.Choice(["failed", "incomplete", "warning"]), default="failed",
+                  show_default=True,
+                  help="Exit 1 when a row is at or past this verdict: failed; incomplete (also a hang or a "
+                       "fragment); warning (also a healthy launch with a warning-severity diagnosis).")
     def batch_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
-                  rule_dirs: tuple[str, ...], timeout: float, events_out: str | None, envelope: str | None) -> int:
-        """Diagnose every log under PATHS (files, directories, globs, .gz): one row per log."""
+                  rule_dirs: tuple[str, ...], timeout: float, events_out: str | None, envelope: str | None,
+                  fail_on: str) -> int:
+        """Diagnose every log under PATHS (files, directories, globs, .gz): one row per log.
+
+        Exit codes: 0 every log read and none at or past --fail-on, 1 at least one row at or past --fail-on
+        (default: a failed launch), 2 a usage error or a log that could not be read or ran over --timeout.
+        """
         from logdoctor.many.batch import BatchRow, row_dict
         dest, events_dest = _check_outputs(fmt, output, events_out)
         # events go to unlinked temp files (one per worker): nothing to clean up, even after SIGKILL
@@ -148,7 +157,9 @@ def register(cli: click.Group) -> None:
         finally:
             for f in event_files:
                 f.close()
-        return _exit_code(rows)
+        if any(r.error for r in rows):
+            return EXIT_USAGE
+        return EXIT_FAILURE_FOUND if _any_fails(rows, fail_on) else EXIT_OK
 
     @cli.command("runs")
     @click.argument("paths", nargs=-1)
@@ -232,6 +243,12 @@ def _exit_code(rows: list[Any]) -> int:
     if any(r.error for r in rows):
         return EXIT_USAGE
     return EXIT_FAILURE_FOUND if any(r.verdict == "failed" for r in rows) else EXIT_OK
+
+
+def _any_fails(rows: list[Any], fail_on: str) -> bool:
+    """Whether a batch row is at or past `--fail-on` (each row counts its warnings as it is diagnosed)."""
+    from logdoctor.report.github import meets_fail_on
+    return any(meets_fail_on(r.verdict, bool(r.warnings), fail_on) for r in rows)
 
 
 def _evidence_text(path: str, line: int | None) -> str | None:

@@ -136,15 +136,22 @@ def _color_enabled(stream: Any) -> bool:
 
 @click.command("explain")
 @click.argument("logs", nargs=-1, metavar="LOG...")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "github"]), default="text",
+              show_default=True,
+              help="github: GitHub Actions annotations (::error / ::warning with file and line), and the "
+                   "Markdown report appended to $GITHUB_STEP_SUMMARY when that names a file.")
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               help="Add rules from DIR (repeatable); a rule with the same id or name overrides a built-in.")
 @click.option("--one-launch", is_flag=True,
               help="A directory holds the logs of one launch (one per node): diagnose them together.")
 @envelope_option
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when a failure is diagnosed.")
+@click.option("--fail-on", "fail_on", type=click.Choice(["failed", "incomplete", "warning"]), default="failed",
+              show_default=True,
+              help="Exit 1 from this verdict on: failed; incomplete (also a hang or a fragment); warning (also a "
+                   "healthy launch with a warning-severity diagnosis).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 whatever was diagnosed (wins over --fail-on).")
 def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one_launch: bool,
-                envelope: str | None, exit_zero: bool) -> int:
+                envelope: str | None, fail_on: str, exit_zero: bool) -> int:
     """Say why the launch in LOG... failed: evidence, why, what to change.
 
     LOG is a file (compressed or not) or - for stdin. Several LOGs (or a directory with --one-launch) are
@@ -152,9 +159,11 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     and cited as NODE:LINE. A single log that interleaves several pods or hosts (`kubectl logs --prefix`,
     stern) is split into its nodes the same way.
 
-    Exit codes: 0 no failure found, 1 failure diagnosed, 2 usage or input error.
+    Exit codes: 0 nothing at or past --fail-on (or --exit-zero), 1 a verdict at or past --fail-on (default:
+    a failure diagnosed), 2 usage or input error.
     """
     from logdoctor.many.launch import diagnose_logs
+    from logdoctor.report.github import report_fails
     rules = load_rules(rule_dirs)
     sources = _launch_sources(input_sources(logs), one_launch)
     report = diagnose_logs(sources, rules, _node_labels(sources), envelope)
@@ -165,11 +174,32 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     elif fmt == "markdown":
         from logdoctor.report.report import explain_markdown
         click.echo(explain_markdown(report))
+    elif fmt == "github":
+        _github(report)
     else:
         from logdoctor.report.report import explain_text
         color = _color_enabled(sys.stdout)
         click.echo(explain_text(report, color=color), color=color)  # click strips ANSI unless told
-    return EXIT_FAILURE_FOUND if report.verdict == "failed" and not exit_zero else EXIT_OK
+    return EXIT_FAILURE_FOUND if report_fails(report, fail_on) and not exit_zero else EXIT_OK
+
+
+def _github(report: Any) -> None:
+    """Annotations on stdout; the Markdown report appended (other steps write there too) to the job summary."""
+    import os
+
+    from logdoctor.report.github import github_text
+    from logdoctor.report.report import explain_markdown
+    text = github_text(report)
+    if text:
+        click.echo(text)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as f:
+                f.write(explain_markdown(report).rstrip("\n") + "\n\n")
+        except OSError as e:
+            raise UsageError(f"{display_path(summary)}: GITHUB_STEP_SUMMARY cannot be appended to "
+                             f"({e.strerror or e})") from None
 
 
 def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:

@@ -40,6 +40,7 @@ class BatchRow:
     evidence_line: int | None = None
     last_stage: str | None = None
     error: str | None = None
+    warnings: int | None = None       # warning-severity diagnoses (MEM101 …): what `--fail-on warning` reads
 
 
 # ------------------------------------------------------------------------------------------------
@@ -171,6 +172,7 @@ def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] 
         return row, None
     row.verdict = report.verdict
     row.last_stage = report.run.last_stage
+    row.warnings = sum(d.rule.severity == "warning" for d in report.diagnoses)
     p = report.primary
     if p is not None:
         row.category, row.rule, row.title = p.category, p.rule.id, p.rule.title

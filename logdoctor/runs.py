@@ -8,7 +8,6 @@ with one row per log, plus the files that could not be read and why. polars is i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,20 +39,9 @@ def runs_table(paths: Sequence[str], rule_dirs: Sequence[str] = (), jobs: int = 
 
     A bad file never costs the others their rows: it is listed in `errors`. `timeout` is each file's
     budget in seconds (None: none), as `logdoctor runs --timeout` takes it."""
-    from logdoctor.many.batch import RUN_COLUMNS, discover_inputs, run_batch
+    from logdoctor.many.batch import RUN_COLUMNS, collect
     from logdoctor.many.tables import frame
-    found = list(discover_inputs(paths))
-    errors = {p: problem for p, problem in found if problem is not None}
-    runs = []
-    files = [p for p, problem in found if problem is None]
-    with closing(run_batch(files, list(rule_dirs), jobs, want_run=True, timeout=timeout, envelope=envelope)) as rows:
-        for row, run in rows:
-            if row.error is not None:
-                errors[row.path] = row.error
-            elif run is not None:
-                runs.append(run)
-    runs.sort(key=lambda r: r["path"])
-    return RunsTable(frame(runs, RUN_COLUMNS), dict(sorted(errors.items())))
-
+    rows, runs = collect(paths, list(rule_dirs), jobs, want_run=True, timeout=timeout, envelope=envelope)
+    return RunsTable(frame(runs, RUN_COLUMNS), {r.path: r.error for r in rows if r.error is not None})
 
 __all__ = ["Run", "RunsTable", "run_of", "runs_table"]

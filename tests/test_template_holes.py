@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from logdoctor.diagnose import diagnose_source
-from logdoctor.diagnosis.engine import EventIndex, evaluate_rule
+from logdoctor.diagnosis.engine import EventIndex, evaluate_rule, rule_run_dict
 from logdoctor.diagnosis.holes import holes
 from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.diagnosis.templates import render
@@ -64,7 +64,7 @@ def _diagnosis(rule: Any, path: Path) -> Any:
         return mine[0]
     folding = fold_source(str(path))
     index = EventIndex(folding)
-    d = evaluate_rule(rule, index, folding.run, folding.run.to_dict())
+    d = evaluate_rule(rule, index, folding.run, rule_run_dict(folding.run))
     assert d is not None, f"{rule.id} does not fire on {path.name}"
     d.values["mem"] = template_values(analyse(folding.run))
     d.explanation = render(rule.explanation, d.values)

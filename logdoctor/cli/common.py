@@ -92,3 +92,26 @@ def event_at(events: list[Any], line: int | None) -> tuple[str, str, str] | None
     if e.kind == "traceback":
         return "traceback", "message", (e.fields.get("message") or "").split("\n", 1)[0]
     return e.kind, "text", e.text
+
+
+# `--fail-on`, weakest first: a threshold fails the verdicts at or past it (`explain`, `batch`)
+FAIL_ON = ("failed", "incomplete", "warning")
+
+
+def fail_on_option(help_text: str) -> Any:
+    return click.option("--fail-on", "fail_on", type=click.Choice(FAIL_ON), default="failed", show_default=True,
+                        help=help_text)
+
+
+def meets_fail_on(verdict: str | None, warned: bool, fail_on: str) -> bool:
+    """Whether a launch with this verdict (and a warning-severity diagnosis or not) is at or past `fail_on`."""
+    if verdict == "failed":
+        return True
+    if verdict == "incomplete":
+        return fail_on in ("incomplete", "warning")
+    return fail_on == "warning" and warned
+
+
+def report_fails(report: Any, fail_on: str) -> bool:
+    """`meets_fail_on` for a Report: a warning is a warning-severity diagnosis (e.g. MEM101) anywhere in it."""
+    return meets_fail_on(report.verdict, any(d.rule.severity == "warning" for d in report.diagnoses), fail_on)

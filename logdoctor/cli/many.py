@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import closing
 from typing import IO, Any
 
 import click
@@ -24,7 +23,9 @@ from logdoctor.cli.common import (
     dump,
     envelope_option,
     event_at,
+    fail_on_option,
     load_rules,
+    meets_fail_on,
 )
 from logdoctor.many.batch import DEFAULT_TIMEOUT_S
 from logdoctor.paths import Destination, display_path
@@ -44,24 +45,14 @@ def _progress(no_progress: bool) -> bool:
 def _collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | None, no_progress: bool,
              want_run: bool, timeout: float, events: list[IO[bytes]] | None = None, envelope: str | None = None
              ) -> tuple[list[Any], list[dict[str, Any]]]:
-    from logdoctor.many.batch import BatchRow, discover_inputs, run_batch
+    from logdoctor.many.batch import collect
     if not paths:
         raise UsageError("no logs given: pass files, directories or globs")
     rules = load_rules(rule_dirs)  # a broken --rules DIR is reported once, before any worker starts
-    found = list(discover_inputs(paths))
-    files = [p for p, problem in found if problem is None]
-    rows: list[Any] = [BatchRow(p, error=problem) for p, problem in found if problem is not None]
-    runs: list[dict[str, Any]] = []
-    if not found:
+    rows, runs = collect(paths, list(rule_dirs), _jobs(jobs), want_run, events, _progress(no_progress), timeout,
+                         rules, envelope)
+    if not rows:
         click.echo(f"logdoctor: no logs found in {' '.join(display_path(p) for p in paths)}", err=True)
-    with closing(run_batch(files, list(rule_dirs), _jobs(jobs), want_run, events, _progress(no_progress),
-                           timeout, rules, envelope)) as results:
-        for row, run in results:
-            rows.append(row)
-            if run is not None:
-                runs.append(run)
-    rows.sort(key=lambda r: r.path)
-    runs.sort(key=lambda r: r["path"])
     return rows, runs
 
 
@@ -127,9 +118,7 @@ def register(cli: click.Group) -> None:
     @many_logs
     @click.option("--events", "events_out", metavar="FILE.parquet", help="Also write every event of every log.")
     @envelope_option
-    @click.option("--fail-on", "fail_on", type=click.Choice(["failed", "incomplete", "warning"]), default="failed",
-                  show_default=True,
-                  help="Exit 1 when a row is at or past this verdict: failed; incomplete (also a hang or a "
+    @fail_on_option("Exit 1 when a row is at or past this verdict: failed; incomplete (also a hang or a "
                        "fragment); warning (also a healthy launch with a warning-severity diagnosis).")
     def batch_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
                   rule_dirs: tuple[str, ...], timeout: float, events_out: str | None, envelope: str | None,
@@ -247,7 +236,6 @@ def _exit_code(rows: list[Any]) -> int:
 
 def _any_fails(rows: list[Any], fail_on: str) -> bool:
     """Whether a batch row is at or past `--fail-on` (each row counts its warnings as it is diagnosed)."""
-    from logdoctor.report.github import meets_fail_on
     return any(meets_fail_on(r.verdict, bool(r.warnings), fail_on) for r in rows)
 
 

@@ -16,9 +16,11 @@ from logdoctor.cli.common import (
     UsageError,
     dump,
     envelope_option,
+    fail_on_option,
     input_sources,
     label,
     load_rules,
+    report_fails,
     require_content,
 )
 from logdoctor.events import Event
@@ -77,8 +79,8 @@ def _short(v: Any, limit: int = 60) -> str:
 def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
     """Print the run summary of LOG (or - / stdin): config, stages, memory per rank, batches, failures."""
     from logdoctor.read.citations import Citations
-    from logdoctor.run.model import cite_run
     from logdoctor.run.fold import summarize_source
+    from logdoctor.run.model import cite_run
     source = input_sources((log,) if log else ())[0]
     citations = Citations()
     run = summarize_source(source, envelope, citations)
@@ -110,8 +112,8 @@ def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, chu
                max_running: int | None, tp: int | None, envelope: str | None) -> None:
     """Rebuild the KV-cache budget of LOG from its own numbers and say which flag to move which way."""
     from logdoctor.report.memory_text import memory_text
-    from logdoctor.run.memory import analyse
     from logdoctor.run.fold import summarize_source
+    from logdoctor.run.memory import analyse
     source = input_sources((log,) if log else ())[0]
     run = summarize_source(source, envelope)  # analyse compares positions: not cited
     run.source = label(source)
@@ -145,9 +147,7 @@ def _color_enabled(stream: Any) -> bool:
 @click.option("--one-launch", is_flag=True,
               help="A directory holds the logs of one launch (one per node): diagnose them together.")
 @envelope_option
-@click.option("--fail-on", "fail_on", type=click.Choice(["failed", "incomplete", "warning"]), default="failed",
-              show_default=True,
-              help="Exit 1 from this verdict on: failed; incomplete (also a hang or a fragment); warning (also a "
+@fail_on_option("Exit 1 from this verdict on: failed; incomplete (also a hang or a fragment); warning (also a "
                    "healthy launch with a warning-severity diagnosis).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 whatever was diagnosed (wins over --fail-on).")
 def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one_launch: bool,
@@ -163,7 +163,6 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     a failure diagnosed), 2 usage or input error.
     """
     from logdoctor.many.launch import diagnose_logs
-    from logdoctor.report.github import report_fails
     rules = load_rules(rule_dirs)
     sources = _launch_sources(input_sources(logs), one_launch)
     report = diagnose_logs(sources, rules, _node_labels(sources), envelope)

@@ -351,8 +351,8 @@ def _order_filter(results: dict[str, SelectionResult], rule: Rule, index: EventI
 
 def evaluate_rule(rule: Rule, index: EventIndex, run: Run, run_dict: dict[str, Any],
                   clock: UserRuleClock | None = None) -> Diagnosis | None:
-    """One rule over one log; a user rule (not built in) runs against `clock` when one is given."""
-    run_dict = _with_memory(run, run_dict, rule)
+    """One rule over one log; a user rule (not built in) runs against `clock` when one is given. `run_dict`
+    is what `rule_run_dict` builds (the Run with the KV budget's values under `memory`)."""
     if clock is not None and not rule.builtin:
         clock.start(rule)
         try:
@@ -428,16 +428,6 @@ def rule_run_dict(run: Run, memory_values: dict[str, Any] | None = None) -> dict
     ranks = d.get("memory") if isinstance(d.get("memory"), list) else []
     d["memory"] = {**{str(i): r for i, r in enumerate(ranks)}, "ranks": ranks, **memory_values}
     return d
-
-
-def _with_memory(run: Run, run_dict: dict[str, Any], rule: Rule) -> dict[str, Any]:
-    """`run_dict` as `rule_run_dict` builds it when the rule reads `memory.<value>` and the caller passed the
-    bare `Run.to_dict()` (its `memory` is the per-rank list): `rules test` and single-rule callers."""
-    if not isinstance(run_dict.get("memory"), list):
-        return run_dict
-    reads = any(k.startswith("memory.") and not k.split(".", 2)[1].isdigit()
-                for sel in rule.selections.values() for k in (sel.run or {}))
-    return rule_run_dict(run) if reads else run_dict
 
 
 def evaluate_all(rules: list[Rule], index: EventIndex, run: Run,

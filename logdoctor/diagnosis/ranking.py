@@ -156,6 +156,7 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
     # the budget first: rules select on its values (`run: {memory.reserve_thin: true}`) as well as fill them in
     mem = analyse(run)
     mem_values = template_values(mem)
+    mem_dict = mem.to_dict()  # one copy, shared by the report and its memory diagnoses
     diags = evaluate_all(rules, index, run, mem_values)
     verdict, primary, ordered = rank_diagnoses(diags, run)
     verdict, primary, ordered = refine(verdict, primary, ordered, index, run,
@@ -164,19 +165,19 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
         primary = budget_lead(ordered)
         if primary is not None:
             ordered = [primary] + [d for d in ordered if d is not primary]
-    report = Report(source, verdict, primary, ordered, run, mem.to_dict())
+    report = Report(source, verdict, primary, ordered, run, mem_dict)
     if citations is not None:
         cite_report(report, citations)  # after ranking: nothing orders by position any more
     for d in ordered:
         if d.rule.inferred:  # written by the net from the log's own text: not a template
             if d.category == "memory_pressure":
-                d.memory = mem.to_dict()
+                d.memory = mem_dict
             continue
         d.values["mem"] = mem_values
         d.explanation = render(d.rule.explanation, d.values)
         d.remedies = [text for r in d.rule.remedy if (text := render(r, d.values))]
         if d.category == "memory_pressure":
-            d.memory = mem.to_dict()
+            d.memory = mem_dict
             if d.counted:
                 d.remedies = computed_remedies(mem.remedies, d.remedies)
     return report

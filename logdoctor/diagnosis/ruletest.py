@@ -10,7 +10,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from logdoctor.diagnosis.engine import EventIndex, UserRuleClock, evaluate_rule
+from logdoctor.diagnosis.engine import EventIndex, UserRuleClock, evaluate_rule, rule_run_dict
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.parse.parse import parse_source
 from logdoctor.read.ingest import InputError
@@ -35,7 +35,7 @@ def fires_on(rule: Rule, path: Path) -> bool:
     # every line parsed (no bulk path for batch lines), as `rules test` always read its examples
     folding = Folding(parse_source(path), source=str(path))
     index = EventIndex(folding)
-    return evaluate_rule(rule, index, folding.run, folding.run.to_dict(), UserRuleClock()) is not None
+    return evaluate_rule(rule, index, folding.run, rule_run_dict(folding.run), UserRuleClock()) is not None
 
 
 def run_examples(rule: Rule) -> list[ExampleOutcome]:

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Generator, Iterable, Iterator
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
@@ -247,6 +248,26 @@ def run_batch(paths: list[str], rule_dirs: list[str], jobs: int, want_run: bool 
             bar.close()
 
 
+def collect(paths: Iterable[str], rule_dirs: list[str], jobs: int, want_run: bool = False,
+            events: list[IO[bytes]] | None = None, progress: bool = False, timeout: float | None = None,
+            rules: list[Any] | None = None, envelope: str | None = None
+            ) -> tuple[list[BatchRow], list[dict[str, Any]]]:
+    """Files, directories and globs → every row (an error row for what cannot be read) and the flattened runs,
+    both sorted by path; `run_batch`'s arguments otherwise."""
+    found = list(discover_inputs(paths))
+    rows = [BatchRow(p, error=problem) for p, problem in found if problem is not None]
+    runs: list[dict[str, Any]] = []
+    files = [p for p, problem in found if problem is None]
+    with closing(run_batch(files, rule_dirs, jobs, want_run, events, progress, timeout, rules, envelope)) as results:
+        for row, run in results:
+            rows.append(row)
+            if run is not None:
+                runs.append(run)
+    rows.sort(key=lambda r: r.path)
+    runs.sort(key=lambda r: r["path"])
+    return rows, runs
+
+
 def _in_process(paths: list[str], want_run: bool, events: list[IO[bytes]] | None
                 ) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
     import tempfile
@@ -292,10 +313,9 @@ RUN_COLUMNS = [
 
 
 def flatten_run(report: Any) -> dict[str, Any]:
-    from logdoctor.run.memory import analyse
     run = report.run
     sa = run.server_args
-    mem = analyse(run)
+    mem = report.memory or {}  # the KV budget diagnosis already worked out for this run
     stages = run.stages
     first = next((s for s in stages.values() if s.start_secs is not None), None)
     ready = stages.get("ready")
@@ -305,11 +325,11 @@ def flatten_run(report: Any) -> dict[str, Any]:
         "path": run.source, "model": sa.get("model_path"), "sglang_version": run.version, "era": run.era,
         "tp": run.tp_size, "dp": run.dp_size, "pp": run.pp_size, "ep": run.ep_size,
         "mem_fraction_static": _f(sa.get("mem_fraction_static")),
-        "effective_mem_fraction_static": mem.effective_mem_fraction_static,
+        "effective_mem_fraction_static": mem.get('effective_mem_fraction_static'),
         "cuda_graph_max_bs": _i(sa.get("cuda_graph_max_bs")), "chunked_prefill_size": _i(sa.get("chunked_prefill_size")),
         "attention_backend": sa.get("attention_backend") if isinstance(sa.get("attention_backend"), str) else None,
-        "free_before_weights_gib": mem.pre_load_free_gib, "free_after_weights_gib": mem.post_load_free_gib,
-        "weights_gib": mem.weights_gib, "kv_tokens": mem.kv_tokens, "kv_gib": mem.kv_cache_gib,
+        "free_before_weights_gib": mem.get('pre_load_free_gib'), "free_after_weights_gib": mem.get('post_load_free_gib'),
+        "weights_gib": mem.get('weights_gib'), "kv_tokens": mem.get('kv_tokens'), "kv_gib": mem.get('kv_cache_gib'),
         "graph_capture_s": gc.duration_s if gc else None,
         "time_to_ready_s": (round(ready.start_secs - first.start_secs, 2)
                             if ready and first and ready.start_secs is not None and first.start_secs is not None else None),

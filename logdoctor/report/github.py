@@ -1,4 +1,4 @@
-"""CI output: GitHub Actions workflow commands from a Report, and the `--fail-on` threshold.
+"""CI output: GitHub Actions workflow commands from a Report.
 
 Reads only the Report / Diagnosis model (never events), like every formatter in `report/`. The escaping is
 that of GitHub's toolkit (`@actions/core` command.ts): data escapes `%`, CR and LF; properties also `:` and
@@ -12,8 +12,6 @@ if TYPE_CHECKING:
     from logdoctor.diagnosis.engine import Diagnosis
     from logdoctor.diagnosis.ranking import Report
 
-# weakest first: a threshold fails the verdicts at or past it
-FAIL_ON = ("failed", "incomplete", "warning")
 STDIN_LABEL = "<stdin>"  # cli.common.label's name for stdin: no file an annotation could point at
 
 
@@ -29,24 +27,6 @@ def workflow_command(command: str, properties: dict[str, str | int | None], mess
     """`::command k=v,k=v::message`, properties without a value left out."""
     props = ",".join(f"{k}={escape_property(str(v))}" for k, v in properties.items() if v is not None)
     return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
-
-
-def has_warning(report: Report) -> bool:
-    """A warning-severity diagnosis (e.g. MEM101) anywhere in the report."""
-    return any(d.rule.severity == "warning" for d in report.diagnoses)
-
-
-def meets_fail_on(verdict: str | None, warned: bool, fail_on: str) -> bool:
-    """Whether a launch with this verdict (and a warning or not) is at or past the `--fail-on` threshold."""
-    if verdict == "failed":
-        return True
-    if verdict == "incomplete":
-        return fail_on in ("incomplete", "warning")
-    return fail_on == "warning" and warned
-
-
-def report_fails(report: Report, fail_on: str) -> bool:
-    return meets_fail_on(report.verdict, has_warning(report), fail_on)
 
 
 def _file_of(report: Report, d: Diagnosis) -> str | None:
@@ -98,5 +78,4 @@ def github_text(report: Report) -> str:
     return "\n".join(github_annotations(report))
 
 
-__all__ = ["FAIL_ON", "escape_data", "escape_property", "github_annotations", "github_text", "has_warning",
-           "meets_fail_on", "report_fails", "workflow_command"]
+__all__ = ["escape_data", "escape_property", "github_annotations", "github_text", "workflow_command"]

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logdoctor.diagnose import diagnose_source
+from logdoctor.diagnosis.ranking import diagnose_source
 from logdoctor.diagnosis.net_data import NetData, load_net
 from logdoctor.diagnosis.rules import RuleSet, load_ruleset
 from logdoctor.read.sniff import InputError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.diagnose import diagnose_source
+from logdoctor.diagnosis.ranking import diagnose_source
 from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.read.envelope import LAYER_NAMES, detect
 from logdoctor.read.ingest import (

@@ -20,7 +20,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from logdoctor.diagnose import diagnose
+from logdoctor.diagnosis.ranking import diagnose
 from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.events import Event
 from logdoctor.many.launch import diagnose_logs, glog_secs, natural_key

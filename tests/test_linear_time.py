@@ -30,7 +30,8 @@ GUARD_S = 120  # a hang guard, not a speed goal: each input here took from 10 s 
 AUDITED_MODULES = ["logdoctor.parse.parse", "logdoctor.parse.blocks", "logdoctor.parse.errortext", "logdoctor.parse.finishers", "logdoctor.read.prefix",
                    "logdoctor.parse.values", "logdoctor.run.fold", "logdoctor.run.batches", "logdoctor.run.stages", "logdoctor.run.model", "logdoctor.parse.grammar", "logdoctor.run.memory",
                    "logdoctor.parse.serverargs", "logdoctor.events", "logdoctor.read.envelope",
-                   "logdoctor.read.envelope_json", "logdoctor.read.envelope_stream", "logdoctor.read.ingest", "logdoctor.many.launch"]
+                   "logdoctor.read.envelope_json", "logdoctor.read.envelope_stream", "logdoctor.read.ingest", "logdoctor.many.launch",
+                   "logdoctor.report.redact", "logdoctor.many.junit"]
 
 # Runs of one character class and repeated sub-patterns (the shapes the fuzzer never made), and lead-ins
 # that carry a pattern up to its quantified part (`host:1:2 [0] ` then 40k spaces was the NCCL case).
@@ -376,7 +377,7 @@ def test_many_long_telling_events_stay_within_the_kept_bytes(tmp_path: Path) -> 
         f.write("RuntimeError: CUDA error: out of memory\n")
     code = (
         "import json, resource, sys\n"
-        "from logdoctor.diagnose import diagnose_source\n"
+        "from logdoctor.diagnosis.ranking import diagnose_source\n"
         "from logdoctor.diagnosis.engine import MAX_KEPT_BYTES\n"
         "from logdoctor.diagnosis.rules import load_ruleset\n"
         "rules = load_ruleset()\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.diagnose import diagnose_source
+from logdoctor.diagnosis.ranking import diagnose_source
 from logdoctor.diagnosis.engine import rule_run_dict
 from logdoctor.diagnosis.net_data import load_net
 from logdoctor.diagnosis.ranking import diagnose
@@ -268,7 +268,7 @@ examples: {fires: [thin.log], quiet: [founding.log]}
 
 
 def test_the_explain_path_still_never_imports_polars() -> None:
-    code = ("import sys; from logdoctor.diagnose import diagnose_source; from logdoctor.diagnosis.rules import "
+    code = ("import sys; from logdoctor.diagnosis.ranking import diagnose_source; from logdoctor.diagnosis.rules import "
             "load_ruleset; from logdoctor.report.report import explain_text; "
             f"print(explain_text(diagnose_source({str(FOUNDING)!r}, load_ruleset())).splitlines()[2]); "
             "assert 'polars' not in sys.modules")

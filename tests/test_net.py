@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logdoctor.diagnose import Report, diagnose_source
+from logdoctor.diagnosis.ranking import Report, diagnose_source
 from logdoctor.diagnosis.holes import holes
 from logdoctor.diagnosis.rules import load_ruleset
 

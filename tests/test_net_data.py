@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.diagnose import diagnose_source
+from logdoctor.diagnosis.ranking import diagnose_source
 from logdoctor.diagnosis.holes import holes
 from logdoctor.diagnosis.net import example_problems
 from logdoctor.diagnosis.net_data import CATEGORIES, builtin_net_dir, check_net_dir

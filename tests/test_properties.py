@@ -6,7 +6,7 @@ import io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logdoctor.diagnose import diagnose
+from logdoctor.diagnosis.ranking import diagnose
 from logdoctor.diagnosis.rules import builtin_rules
 from logdoctor.parse.parse import parse_lines
 from logdoctor.read.ingest import clean_lines

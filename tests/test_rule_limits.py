@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.diagnose import diagnose
+from logdoctor.diagnosis.ranking import diagnose
 from logdoctor.diagnosis import engine, rule_cost, rule_files
 from logdoctor.diagnosis.engine import RulesTooSlow, UserRuleClock, match_value
 from logdoctor.diagnosis.rules import (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.diagnose import diagnose, diagnose_source
+from logdoctor.diagnosis.ranking import diagnose, diagnose_source
 from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.parse.parse import parse_source, parse_text
 from logdoctor.run.batches import BATCH_KINDS, BatchStats

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from logdoctor.diagnose import diagnose_source
+from logdoctor.diagnosis.ranking import diagnose_source
 from logdoctor.diagnosis.engine import EventIndex, evaluate_rule, rule_run_dict
 from logdoctor.diagnosis.holes import holes
 from logdoctor.diagnosis.rules import load_ruleset

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import wrap_log
 
 from logdoctor.cli import cli
-from logdoctor.diagnose import Report, diagnose_source
+from logdoctor.diagnosis.ranking import Report, diagnose_source
 from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.read.ingest import read_lines
 

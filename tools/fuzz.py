@@ -136,7 +136,7 @@ _RULES = None
 
 def target_explain(data: bytes) -> None:
     global _RULES
-    from logdoctor.diagnose import diagnose
+    from logdoctor.diagnosis.ranking import diagnose
     from logdoctor.diagnosis.rules import builtin_rules
     from logdoctor.parse.parse import parse_lines
     from logdoctor.read.ingest import clean_lines

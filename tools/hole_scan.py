@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from logdoctor.diagnose import diagnose_source
+from logdoctor.diagnosis.ranking import diagnose_source
 from logdoctor.diagnosis.holes import holes
 from logdoctor.diagnosis.rules import load_ruleset
 from logdoctor.read.sniff import InputError

@@ -59,9 +59,47 @@ def _json_default(o: Any) -> Any:
 def load_rules(extra: tuple[str, ...]) -> list[Any]:
     from logdoctor.diagnosis.rules import RuleError, load_ruleset
     try:
-        return load_ruleset(list(extra))
+        rules = load_ruleset(list(extra))
     except RuleError as e:
         raise UsageError(str(e)) from None
+    return _selected(rules)
+
+
+# `--select` / `--extend-select` / `--ignore` (diagnosis/selection.py): the options note their values in the
+# context and `load_rules` applies them, so a command needs only the decorator
+SELECTION = "logdoctor.selection"
+_SELECTION_HELP = {
+    "--select": "Run only these rules: ids, id prefixes (MEM, MEM1), names, categories or ALL (default: ALL). "
+                "Comma-separated, repeatable.",
+    "--extend-select": "Run these rules as well as the selected ones.",
+    "--ignore": "Do not run these rules (the more specific selector wins over --select; NET mutes the broad net).",
+}
+
+
+def _note_selectors(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta.setdefault(SELECTION, {})[param.name] = value
+    return value
+
+
+def selection_options(f: Any) -> Any:
+    for flag, text in reversed(_SELECTION_HELP.items()):
+        f = click.option(flag, multiple=True, metavar="SEL[,SEL]", expose_value=False, callback=_note_selectors,
+                         help=text)(f)
+    return f
+
+
+def _selected(rules: Any) -> Any:
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.meta.get(SELECTION) if ctx is not None else None
+    if not chosen:
+        return rules
+    from logdoctor.diagnosis.selection import SelectionError, select_rules, selectors_of
+    try:
+        return select_rules(rules, selectors_of(chosen))
+    except SelectionError as e:  # the config module names where a value came from (a file, a variable)
+        origin = ctx.meta.get("logdoctor.origin") if ctx is not None else None
+        where = origin(ctx, e.option) if origin else None
+        raise UsageError(f"{where or '--' + e.option.replace('_', '-')}: {e}") from None
 
 
 def destination(path: str | None) -> Destination | None:
@@ -115,3 +153,56 @@ def meets_fail_on(verdict: str | None, warned: bool, fail_on: str) -> bool:
 def report_fails(report: Any, fail_on: str) -> bool:
     """`meets_fail_on` for a Report: a warning is a warning-severity diagnosis (e.g. MEM101) anywhere in it."""
     return meets_fail_on(report.verdict, any(d.rule.severity == "warning" for d in report.diagnoses), fail_on)
+
+
+# `--redact` (report/redact.py): the option notes itself in the context, like the selection options, and
+# `redactor` gives a command what its output goes through (None without --redact)
+REDACT = "logdoctor.redact"
+
+
+def _note_redact(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta[REDACT] = bool(value)
+    return value
+
+
+redact_option = click.option(
+    "--redact", is_flag=True, expose_value=False, callback=_note_redact,
+    help="Replace IP addresses, host names, user names in paths, model directories under a home directory and "
+         "secret-looking tokens by stable placeholders (<ip-1>, <host-1>, <user-1>, <path-1>, <secret-1>), "
+         "numbered in order of first appearance in the log: safe to paste publicly.")
+
+
+def redacting() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(REDACT))
+
+
+def redactor(sources: Any = ()) -> Any:
+    """A `report.redact.Redactor` seeded from these logs, in order, when --redact was given, else None."""
+    if not redacting():
+        return None
+    from logdoctor.report.redact import redactor_for
+    return redactor_for([s for s in sources if isinstance(s, str)])
+
+
+def redacted(text: str, redact: Any) -> str:
+    return redact.text(text) if redact is not None else text
+
+
+# `-o FILE`'s suffix names the format when --format was not given on the command line (a config or
+# environment default yields to it: it is the more specific wish); an explicit --format is written whatever
+# the suffix says; a suffix the command has no format for keeps the format in force
+SUFFIX_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "jsonl",
+                  ".ndjson": "jsonl", ".md": "markdown", ".markdown": "markdown", ".sarif": "sarif", ".xml": "junit"}
+
+
+def output_format(fmt: str, output: str | None, param: str = "fmt") -> str:
+    import os
+
+    from click.core import ParameterSource
+    ctx = click.get_current_context(silent=True)
+    if output is None or ctx is None or ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE:
+        return fmt
+    wanted = SUFFIX_FORMATS.get(os.path.splitext(output)[1].lower())
+    choices = next((getattr(p.type, "choices", ()) for p in ctx.command.params if p.name == param), ())
+    return wanted if wanted is not None and wanted in choices else fmt

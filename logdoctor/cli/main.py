@@ -34,6 +34,12 @@ class PipeClosed(BaseException):
 
 
 class _Cli(click.Group):
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:  # `logdoctor --help | head -c1`: the help is written while the arguments are parsed
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -98,19 +104,22 @@ def _install_signal_handlers() -> None:
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="logdoctor")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Read SGLang server logs and say why a launch failed.
 
     Exit codes: 0 no failure, 1 failure diagnosed, 2 usage or input error, 130 / 143 interrupted
     (SIGINT / SIGTERM), 141 output pipe closed.
     """
+    settings.configure(ctx)  # [tool.logdoctor] / logdoctor.toml and LOGDOCTOR_* as the commands' defaults
 
 
-from logdoctor.cli import many, one, rules  # noqa: E402  (command modules attach to `cli`)
+from logdoctor.cli import many, one, rules, settings  # noqa: E402  (command modules attach to `cli`)
 
 for _command in (*one.COMMANDS, rules.rules_group):
     cli.add_command(_command)
 many.register(cli)
+cli.add_command(settings.config_cmd)
 
 
 def _say(message: str) -> None:
@@ -140,8 +149,15 @@ def _run() -> int:
     except click.exceptions.Abort:  # click's prompt on EOF; ours never prompt
         _say("aborted")
         return EXIT_USAGE
+    except click.UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `logdoctor` / `logdoctor rules`: the help is the answer
+            e.show()
+        else:  # one line naming the option, not click's usage block
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            _say(f"{e.format_message()}{hint}")
+        return EXIT_USAGE
     except click.ClickException as e:
-        e.show()
+        _say(e.format_message())
         return EXIT_USAGE
     except (InputError, UsageError, OutputError) as e:
         _say(str(e))
@@ -157,6 +173,11 @@ def _run() -> int:
         return 128 + signal.SIGINT
     except RecursionError:
         _say("input too deeply nested to analyse")
+        return EXIT_USAGE
+    except OSError as e:  # reads and -o are wrapped (InputError, OutputError): what is left is stdout (`> /dev/full`)
+        _silence_stdout()
+        why = (e.strerror or str(e)).lower()
+        _say(f"{e.filename}: {why}" if e.filename else f"stdout: write failed ({why})")
         return EXIT_USAGE
     except Exception as e:  # never a traceback: say what failed in one line
         _say(f"internal error: {type(e).__name__}: {e}")

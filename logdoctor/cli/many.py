@@ -1,9 +1,10 @@
 """Commands over many logs: batch, runs, compare, clusters.
 
 `batch` / `runs` / `clusters` exit codes: 0 all logs read and none failed, 1 at least one failed launch
-diagnosed (`batch`, `runs`), 2 a usage error or at least one file could not be read or ran over its time
-budget (every other file's row is still written). Outputs (`-o`, `--events`) are checked before any log
-is read, so a wrong destination costs nothing; see `paths.Destination` for how they are written.
+diagnosed (`batch`, `runs`), 2 a usage error, no log found, or at least one file could not be read or ran
+over its time budget (every other file's row is still written; stderr names each such file). Outputs
+(`-o`, `--events`) are checked before any log is read, so a wrong destination costs nothing; see
+`paths.Destination` for how they are written.
 """
 from __future__ import annotations
 
@@ -24,8 +25,15 @@ from logdoctor.cli.common import (
     envelope_option,
     event_at,
     fail_on_option,
+    label,
     load_rules,
     meets_fail_on,
+    output_format,
+    redact_option,
+    redacted,
+    redacting,
+    redactor,
+    selection_options,
 )
 from logdoctor.many.batch import DEFAULT_TIMEOUT_S
 from logdoctor.paths import Destination, display_path
@@ -48,21 +56,47 @@ def _collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | Non
     from logdoctor.many.batch import collect
     if not paths:
         raise UsageError("no logs given: pass files, directories or globs")
+    if "-" in paths and not os.path.lexists("-"):
+        raise UsageError("-: batch, runs and clusters read files, not stdin (use 'logdoctor explain -')")
     rules = load_rules(rule_dirs)  # a broken --rules DIR is reported once, before any worker starts
     rows, runs = collect(paths, list(rule_dirs), _jobs(jobs), want_run, events, _progress(no_progress), timeout,
                          rules, envelope)
-    if not rows:
-        click.echo(f"logdoctor: no logs found in {' '.join(display_path(p) for p in paths)}", err=True)
+    if not rows:  # nothing was read: an input error like an empty file (exit 2)
+        raise UsageError(f"{' '.join(display_path(p) for p in paths)}: no logs found "
+                         "(*.log, *.txt, *.out, *.err, rotated or .gz)")
     return rows, runs
 
 
-def _emit(df: Any, fmt: str, dest: Destination | None, footer: str | None = None) -> None:
+def _emit(df: Any, fmt: str, dest: Destination | None, footer: str | None = None, redact: Any = None) -> None:
     from logdoctor.many.tables import write
+    if redact is not None:  # the frame's strings, so every format (parquet too) writes them redacted
+        from logdoctor.report.redact import redact_frame
+        df, footer = redact_frame(df, redact.text), footer and redact.text(footer)
     if dest is None:
         write(df, fmt, None, sys.stdout, footer)
         return
     with dest.writing() as path:  # Ctrl-C or an error leaves no partial output file
         write(df, fmt, path, None, footer)
+
+
+def _emit_text(text: str, dest: Destination | None, redact: Any = None) -> None:
+    text = redacted(text, redact)
+    if dest is None:
+        sys.stdout.write(text)
+        return
+    with dest.writing() as path, open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _batch_document(rows: list[Any], fmt: str, fail_on: str, rule_dirs: tuple[str, ...]) -> str:
+    """`batch --format junit | sarif`: one test case / one SARIF result per row."""
+    from logdoctor.many.batch import row_dict
+    if fmt == "junit":
+        from logdoctor.many.junit import junit_xml
+        return junit_xml(rows, lambda r: meets_fail_on(r.verdict, bool(r.warnings), fail_on))
+    from logdoctor.report.sarif import batch_sarif_log, sarif_text
+    rules = {r.id: r for r in load_rules(rule_dirs)}
+    return sarif_text(batch_sarif_log([row_dict(r) for r in rows], rules)) + "\n"
 
 
 def _write_events(dest: Destination, files: list[IO[bytes]]) -> None:
@@ -91,7 +125,8 @@ def _check_outputs(fmt: str, output: str | None, events_out: str | None = None
 
 
 def register(cli: click.Group) -> None:
-    fmt_opt = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]),
+    fmt_opt = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "jsonl", "parquet", "junit",
+                                                                "sarif"]),
                            default="table", show_default=True)
     out_opt = click.option("-o", "--output", metavar="FILE",
                            help="Write here instead of stdout (atomically; a symlink's target, FIFO or device "
@@ -108,7 +143,7 @@ def register(cli: click.Group) -> None:
 
     def many_logs(f: Any) -> Any:
         """The options `batch` and `runs` share."""
-        for opt in (rules_opt, prog_opt, timeout_opt, jobs_opt, out_opt, fmt_opt):
+        for opt in (redact_option, selection_options, rules_opt, prog_opt, timeout_opt, jobs_opt, out_opt, fmt_opt):
             f = opt(f)
         return f
 
@@ -129,24 +164,32 @@ def register(cli: click.Group) -> None:
         (default: a failed launch), 2 a usage error or a log that could not be read or ran over --timeout.
         """
         from logdoctor.many.batch import BatchRow, row_dict
+        fmt = output_format(fmt, output)  # `-o x.parquet` without --format writes parquet
         dest, events_dest = _check_outputs(fmt, output, events_out)
+        if redacting() and events_dest is not None:
+            raise UsageError("--events: the event table cannot be redacted; leave out --events or --redact")
         # events go to unlinked temp files (one per worker): nothing to clean up, even after SIGKILL
         event_files: list[IO[bytes]] = []
         try:
             rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, timeout,
                                event_files if events_dest else None, envelope)
+            redact = redactor(_read(rows))
             from logdoctor.many.tables import (  # polars: only once the workers have forked
                 batch_summary,
                 frame,
             )
-            df = frame([row_dict(r) for r in rows], list(BatchRow.__dataclass_fields__))
-            _emit(df, fmt, dest, batch_summary(df) if fmt == "table" else None)
+            if fmt in ("junit", "sarif"):
+                _emit_text(_batch_document(rows, fmt, fail_on, rule_dirs), dest, redact)
+            else:
+                df = frame([row_dict(r) for r in rows], list(BatchRow.__dataclass_fields__))
+                _emit(df, fmt, dest, batch_summary(df) if fmt == "table" else None, redact)
             if events_dest is not None:
                 _write_events(events_dest, event_files)
         finally:
             for f in event_files:
                 f.close()
         if any(r.error for r in rows):
+            _report_unreadable([r for r in rows if r.error])
             return EXIT_USAGE
         return EXIT_FAILURE_FOUND if _any_fails(rows, fail_on) else EXIT_OK
 
@@ -157,25 +200,40 @@ def register(cli: click.Group) -> None:
     @click.option("--sort", "sort", metavar="COL[,-COL]", help="Sort by columns (- for descending).")
     @click.option("--filter", "filters", multiple=True, metavar="COL=VALUE",
                   help="Keep rows where COL=VALUE (also != > < >= <= ~regex); repeatable.")
+    @click.option("--columns", "columns", metavar="COL[,COL]",
+                  help="Show these columns, in this order (default: every column, except the table format, "
+                       "which shows the dozen a person reads first).")
     def runs_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
                  rule_dirs: tuple[str, ...], timeout: float, group_by: str | None, sort: str | None,
-                 filters: tuple[str, ...]) -> int:
+                 filters: tuple[str, ...], columns: str | None) -> int:
         """One row per run: the run summary flattened (model, flags, memory, KV tokens, throughput, outcome)."""
         from logdoctor.many.batch import RUN_COLUMNS
+        fmt = output_format(fmt, output)
+        if fmt in ("junit", "sarif"):
+            raise UsageError(f"--format {fmt}: a batch format (logdoctor batch --format {fmt})")
         dest, _ = _check_outputs(fmt, output)
         rows, runs = _collect(paths, rule_dirs, jobs, no_progress, True, timeout)
-        from logdoctor.many.tables import apply_filters, apply_sort, frame, group_runs
+        from logdoctor.many.tables import (
+            RUN_TABLE_COLUMNS,
+            apply_filters,
+            apply_sort,
+            frame,
+            group_runs,
+            select_columns,
+        )
         df = frame(runs, RUN_COLUMNS)
         try:
             df = apply_filters(df, filters)
             if group_by:
                 df = group_runs(df, group_by)
             df = apply_sort(df, sort)
+            df, left_out = select_columns(df, columns, fmt, () if group_by else RUN_TABLE_COLUMNS)
         except ValueError as e:
             raise UsageError(str(e)) from None
         bad = [r for r in rows if r.error]
-        footer = "\n".join(f"unreadable: {display_path(r.path)}: {r.error}" for r in bad) or None
-        _emit(df, fmt, dest, footer if fmt == "table" else None)
+        footer = "\n".join([f"unreadable: {display_path(r.path)}: {r.error}" for r in bad]
+                           + ([left_out] if left_out else [])) or None
+        _emit(df, fmt, dest, footer if fmt == "table" else None, redactor(_read(rows)))
         _report_unreadable(bad)
         return _exit_code(rows)
 
@@ -184,19 +242,26 @@ def register(cli: click.Group) -> None:
     @click.argument("b")
     @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
     @rules_opt
+    @selection_options
+    @redact_option
     def compare_cmd(a: str, b: str, fmt: str, rule_dirs: tuple[str, ...]) -> None:
         """Two runs side by side: where they part, the flags that differ (memory and launch first), memory per
         stage with the fraction in force, and the difference that decided it."""
         from logdoctor.diagnosis.ranking import diagnose_source
         from logdoctor.many.compare import compare, comparison_markdown, comparison_text
         rules = load_rules(rule_dirs)
-        c = compare(diagnose_source(a, rules, display_path(a)), diagnose_source(b, rules, display_path(b)))
+        reports = [diagnose_source(s, rules, display_path(s)) for s in (a, b)]
+        for s, r in zip((a, b), reports):
+            if r.run.line_count == 0:  # as every command says of an empty input
+                raise UsageError(f"{label(s)}: empty input, nothing to analyse")
+        c = compare(*reports)
+        redact = redactor([a, b])
         if fmt == "json":
-            click.echo(dump(c.to_dict()))
+            click.echo(redacted(dump(c.to_dict()), redact))
         elif fmt == "markdown":
-            click.echo(comparison_markdown(c), nl=False)
+            click.echo(redacted(comparison_markdown(c), redact), nl=False)
         else:
-            click.echo(comparison_text(c))
+            click.echo(redacted(comparison_text(c), redact))
 
     @cli.command("clusters")
     @click.argument("paths", nargs=-1)
@@ -206,6 +271,8 @@ def register(cli: click.Group) -> None:
     @jobs_opt
     @prog_opt
     @rules_opt
+    @selection_options
+    @redact_option
     def clusters_cmd(paths: tuple[str, ...], all_failures: bool, fmt: str, timeout: float, jobs: int | None,
                      no_progress: bool, rule_dirs: tuple[str, ...]) -> int:
         """Group failures no rule explains (category unknown; --all: every failure) by masked signature."""
@@ -218,10 +285,16 @@ def register(cli: click.Group) -> None:
                  for r in rows if isinstance(r, BatchRow) and r.verdict == "failed"
                  and (all_failures or r.category == "unknown")]
         cl = cluster(items)
-        click.echo(dump([c.to_dict() for c in cl]) if fmt == "json" else clusters_text(cl))
+        click.echo(redacted(dump([c.to_dict() for c in cl]) if fmt == "json" else clusters_text(cl),
+                            redactor(_read(rows))))
         bad = [r for r in rows if r.error]
         _report_unreadable(bad)
         return EXIT_USAGE if bad else EXIT_OK
+
+def _read(rows: list[Any]) -> list[str]:
+    """The logs that were read, in row order: what `--redact` numbers its placeholders by."""
+    return [r.path for r in rows if not r.error]
+
 
 def _report_unreadable(bad: list[Any]) -> None:
     for r in bad:

@@ -20,8 +20,12 @@ from logdoctor.cli.common import (
     input_sources,
     label,
     load_rules,
+    redact_option,
+    redacted,
+    redactor,
     report_fails,
     require_content,
+    selection_options,
 )
 from logdoctor.events import Event
 from logdoctor.paths import display_path
@@ -40,14 +44,16 @@ def _events(source: str, envelope: str | None = None) -> Iterator[Event]:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "table"]), default="jsonl", show_default=True)
 @click.option("--all/--no-unparsed", "show_all", default=True, help="Include unparsed lines (default) or not.")
 @envelope_option
+@redact_option
 def parse_cmd(logs: tuple[str, ...], fmt: str, show_all: bool, envelope: str | None) -> None:
     """Print every event of LOG... (files, .gz, or - for stdin); lines are those of the file as given."""
-    out = sys.stdout
-    first_json = True
-    if fmt == "json":
-        out.write("[")
-    for source in input_sources(logs):
-        for ev in _events(source, envelope):
+    sources = input_sources(logs)
+    redact = redactor(sources)
+    out: Any = sys.stdout if redact is None else redact.stream(sys.stdout)
+    first_json = True  # `[` with the first event: an empty input (exit 2) prints no half a document
+    for source in sources:
+        read = 0
+        for read, ev in enumerate(_events(source, envelope), 1):
             if not show_all and ev.kind == "unparsed":
                 continue
             d = ev.to_dict()
@@ -56,14 +62,17 @@ def parse_cmd(logs: tuple[str, ...], fmt: str, show_all: bool, envelope: str | N
             if fmt == "jsonl":
                 out.write(dump(d) + "\n")
             elif fmt == "json":
-                out.write(("\n" if first_json else ",\n") + dump(d))
+                out.write(("[\n" if first_json else ",\n") + dump(d))
                 first_json = False
             else:
                 rank = ev.ranks or ("" if ev.rank is None else str(ev.rank))
                 fields = " ".join(f"{k}={_short(v)}" for k, v in ev.fields.items())
                 out.write(f"{ev.line:>6}  {ev.kind:<28} {rank:<14} {ev.ts or '':<23} {fields}\n")
+        if not read:  # as every command says of an empty input (exit 2)
+            raise UsageError(f"{label(source)}: empty input, nothing to analyse")
     if fmt == "json":
-        out.write("\n]\n")
+        out.write("[]\n" if first_json else "\n]\n")
+    out.flush()
 
 
 def _short(v: Any, limit: int = 60) -> str:
@@ -76,6 +85,7 @@ def _short(v: Any, limit: int = 60) -> str:
 @click.argument("log", required=False)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @envelope_option
+@redact_option
 def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
     """Print the run summary of LOG (or - / stdin): config, stages, memory per rank, batches, failures."""
     from logdoctor.read.citations import Citations
@@ -87,11 +97,12 @@ def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
     cite_run(run, citations)
     run.source = label(source)
     require_content(run, source)
+    redact = redactor([source])
     if fmt == "json":
-        click.echo(dump(run.to_dict()))
+        click.echo(redacted(dump(run.to_dict()), redact))
     else:
         from logdoctor.report.report import summary_text
-        click.echo(summary_text(run))
+        click.echo(redacted(summary_text(run), redact))
 
 
 @click.command("memory")
@@ -108,6 +119,7 @@ def summary_cmd(log: str | None, fmt: str, envelope: str | None) -> None:
 @click.option("--tp", "tp", type=click.IntRange(1, 1024), default=None,
               help="What-if: split the weights over this many ranks.")
 @envelope_option
+@redact_option
 def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, chunk: int | None,
                max_running: int | None, tp: int | None, envelope: str | None) -> None:
     """Rebuild the KV-cache budget of LOG from its own numbers and say which flag to move which way."""
@@ -119,10 +131,12 @@ def memory_cmd(log: str | None, fmt: str, mfs: float | None, bs: int | None, chu
     run.source = label(source)
     require_content(run, source)
     analysis = analyse(run, mfs, bs, what_if_chunk=chunk, what_if_max_running=max_running, what_if_tp=tp)
+    redact = redactor([source])
     if fmt == "json":  # the format logdoctor/memory.schema.json documents
-        click.echo(dump({"schema": "logdoctor.memory/1", "source": run.source, **analysis.to_dict()}))
+        click.echo(redacted(dump({"schema": "logdoctor.memory/1", "source": run.source, **analysis.to_dict()}),
+                            redact))
     else:
-        click.echo(memory_text(analysis))
+        click.echo(redacted(memory_text(analysis), redact))
 
 
 def _color_enabled(stream: Any) -> bool:
@@ -138,18 +152,21 @@ def _color_enabled(stream: Any) -> bool:
 
 @click.command("explain")
 @click.argument("logs", nargs=-1, metavar="LOG...")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "github"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "github", "sarif"]), default="text",
               show_default=True,
               help="github: GitHub Actions annotations (::error / ::warning with file and line), and the "
-                   "Markdown report appended to $GITHUB_STEP_SUMMARY when that names a file.")
+                   "Markdown report appended to $GITHUB_STEP_SUMMARY when that names a file. sarif: SARIF 2.1.0 "
+                   "for code scanning (github/codeql-action/upload-sarif).")
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               help="Add rules from DIR (repeatable); a rule with the same id or name overrides a built-in.")
+@selection_options
 @click.option("--one-launch", is_flag=True,
               help="A directory holds the logs of one launch (one per node): diagnose them together.")
 @envelope_option
 @fail_on_option("Exit 1 from this verdict on: failed; incomplete (also a hang or a fragment); warning (also a "
                    "healthy launch with a warning-severity diagnosis).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 whatever was diagnosed (wins over --fail-on).")
+@redact_option
 def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one_launch: bool,
                 envelope: str | None, fail_on: str, exit_zero: bool) -> int:
     """Say why the launch in LOG... failed: evidence, why, what to change.
@@ -168,34 +185,40 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     report = diagnose_logs(sources, rules, _node_labels(sources), envelope)
     if report.run.line_count == 0:
         raise UsageError(f"{', '.join(label(s) for s in sources)}: empty input, nothing to analyse")
+    redact = redactor(sources)
+    if redact is not None and len(sources) == 1:  # the pods / hosts one interleaved log was split into
+        redact.add_hosts(str(n["node"]) for n in report.nodes)
     if fmt == "json":
-        click.echo(dump(report.to_dict()))
+        click.echo(redacted(dump(report.to_dict()), redact))
     elif fmt == "markdown":
         from logdoctor.report.report import explain_markdown
-        click.echo(explain_markdown(report))
+        click.echo(redacted(explain_markdown(report), redact))
     elif fmt == "github":
-        _github(report)
+        _github(report, redact)
+    elif fmt == "sarif":
+        from logdoctor.report.sarif import sarif_log, sarif_text
+        click.echo(redacted(sarif_text(sarif_log(report)), redact))
     else:
         from logdoctor.report.report import explain_text
         color = _color_enabled(sys.stdout)
-        click.echo(explain_text(report, color=color), color=color)  # click strips ANSI unless told
+        click.echo(redacted(explain_text(report, color=color), redact), color=color)  # click strips ANSI unless told
     return EXIT_FAILURE_FOUND if report_fails(report, fail_on) and not exit_zero else EXIT_OK
 
 
-def _github(report: Any) -> None:
+def _github(report: Any, redact: Any = None) -> None:
     """Annotations on stdout; the Markdown report appended (other steps write there too) to the job summary."""
     import os
 
     from logdoctor.report.github import github_text
     from logdoctor.report.report import explain_markdown
-    text = github_text(report)
+    text = redacted(github_text(report), redact)
     if text:
         click.echo(text)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as f:
-                f.write(explain_markdown(report).rstrip("\n") + "\n\n")
+                f.write(redacted(explain_markdown(report), redact).rstrip("\n") + "\n\n")
         except OSError as e:
             raise UsageError(f"{display_path(summary)}: GITHUB_STEP_SUMMARY cannot be appended to "
                              f"({e.strerror or e})") from None

@@ -5,6 +5,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -18,6 +19,7 @@ from logdoctor.cli.common import (
     dump,
     event_at,
     load_rules,
+    selection_options,
 )
 from logdoctor.paths import display_path
 
@@ -30,8 +32,9 @@ def rules_group() -> None:
 @rules_group.command("list")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR")
+@selection_options
 def rules_list(fmt: str, rule_dirs: tuple[str, ...]) -> None:
-    """List every rule (built-in and --rules DIR)."""
+    """List every rule (built-in and --rules DIR) that --select / --ignore leave running."""
     rules = sorted(load_rules(rule_dirs), key=lambda r: r.id)
     rows = [{"id": r.id, "name": r.name, "category": r.category, "severity": r.severity, "stage": r.stage,
              "title": r.title} for r in rules]
@@ -53,10 +56,13 @@ def rules_list(fmt: str, rule_dirs: tuple[str, ...]) -> None:
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR")
 def rules_explain(rule_id: str, rule_dirs: tuple[str, ...]) -> None:
     """Print a rule's documentation: what it detects, why it happens, how to fix, examples."""
+    from logdoctor.report.human import did_you_mean, lookup
     rules = load_rules(rule_dirs)
-    rule = next((r for r in rules if rule_id in (r.id, r.name)), None)
-    if rule is None:
-        raise UsageError(f"no rule {rule_id!r} (see 'logdoctor rules list')")
+    by_name = {**{r.name: r for r in rules}, **{r.id: r for r in rules}}  # `mem001` is MEM001
+    hit = lookup(rule_id, by_name)
+    if hit is None:
+        raise UsageError(f"no rule {rule_id!r}{did_you_mean(rule_id, by_name)}; see 'logdoctor rules list'")
+    rule = by_name[hit]
     from logdoctor.report.report import rule_doc
     click.echo(rule_doc(rule))
 
@@ -65,11 +71,11 @@ def rules_explain(rule_id: str, rule_dirs: tuple[str, ...]) -> None:
 @click.argument("directory", required=False)
 def rules_check(directory: str | None) -> int:
     """Validate rule files (schema, patterns, conditions); problems as file:line: message, exit 2."""
-    from pathlib import Path
 
     from logdoctor.diagnosis.rules import check_dir
     from logdoctor.resources import builtin_rules_dir
-    rules, problems = check_dir(Path(directory) if directory else builtin_rules_dir())
+    rules, problems = check_dir(_rules_dir(directory) if directory else builtin_rules_dir())
+    _require_rules(directory, rules, problems)
     for p in problems:
         click.echo(str(p))
     if problems:
@@ -83,12 +89,12 @@ def rules_check(directory: str | None) -> int:
 @click.argument("directory", required=False)
 def rules_test(directory: str | None) -> int:
     """Run every rule's fires/quiet examples; exit 1 when one does not behave."""
-    from pathlib import Path
 
     from logdoctor.diagnosis.rules import check_dir
     from logdoctor.diagnosis.ruletest import run_examples
     from logdoctor.resources import builtin_rules_dir
-    rules, problems = check_dir(Path(directory) if directory else builtin_rules_dir())
+    rules, problems = check_dir(_rules_dir(directory) if directory else builtin_rules_dir())
+    _require_rules(directory, rules, problems)
     for p in problems:
         click.echo(str(p))
     if problems:
@@ -140,6 +146,20 @@ def rules_new(source: str, output: str | None, rule_id: str | None) -> None:
                    f"'logdoctor rules check {shlex.quote(display_path(Path(output).parent))}'", err=True)
     else:
         click.echo(skeleton, nl=False)
+
+
+def _rules_dir(directory: str) -> Path:
+    """DIR of `rules check` / `rules test`: an input like any other, so one line and exit 2 when it is not a
+    directory or holds no rule file (nothing would be checked)."""
+    shown = display_path(directory)
+    if not os.path.isdir(directory):
+        raise UsageError(f"{shown}: {'not a directory' if os.path.exists(directory) else 'no such directory'}")
+    return Path(directory)
+
+
+def _require_rules(directory: str | None, rules: list[Any], problems: list[Any]) -> None:
+    if directory and not rules and not problems:
+        raise UsageError(f"{display_path(directory)}: no rule files (*.yaml) in this directory")
 
 
 def _example_path(log: str, rule_file: str | None) -> str:

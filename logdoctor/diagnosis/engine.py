@@ -425,7 +425,8 @@ def rule_run_dict(run: Run, memory_values: dict[str, Any] | None = None) -> dict
     d = run.to_dict()
     if memory_values is None:
         memory_values = template_values(analyse(run))
-    ranks = d.get("memory") if isinstance(d.get("memory"), list) else []
+    per_rank = d.get("memory")
+    ranks: list[Any] = per_rank if isinstance(per_rank, list) else []
     d["memory"] = {**{str(i): r for i, r in enumerate(ranks)}, "ranks": ranks, **memory_values}
     return d
 

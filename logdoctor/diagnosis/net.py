@@ -398,7 +398,9 @@ def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], in
         return verdict, primary, ordered
     ready = run.stages["ready"].first_line if "ready" in run.stages else 0
     harmless = frozenset(e.line for d in ordered if not d.rule.fatal and not d.rule.stall for e in d.evidence)
-    clue = best_clue(collect_clues(index, compiled(net), ready or 0, harmless))
+    allowed = getattr(net, "categories", None)  # narrowed by --select / --ignore (diagnosis/selection.py)
+    clue = best_clue([c for c in collect_clues(index, compiled(net), ready or 0, harmless)
+                      if allowed is None or c.category in allowed])
     if clue is None:
         stall = stage_stall(index, run, net) if verdict == "incomplete" and primary is None else None
         return (verdict, stall, [stall] + ordered) if stall is not None else (verdict, primary, ordered)

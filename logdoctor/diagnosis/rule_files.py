@@ -239,11 +239,14 @@ def _loader_class() -> Any:
                     ("float", PlainConstructor.construct_bounded_float),
                     ("str", SafeConstructor.construct_yaml_str), ("seq", SafeConstructor.construct_yaml_seq),
                     ("map", SafeConstructor.construct_yaml_map)):
-        PlainConstructor.add_constructor(_TAG + tag, fn)
-    PlainConstructor.add_constructor(None, PlainConstructor.construct_refused)  # every other tag
+        # types-PyYAML binds a constructor's `self` to PyYAML's own Loader classes; a loader composed from the
+        # mixins (RuleLoader, below: PyYAML's documented way) is none of them, so its constructors are refused
+        PlainConstructor.add_constructor(_TAG + tag, fn)  # type: ignore[type-var]
+    PlainConstructor.add_constructor(None, PlainConstructor.construct_refused)  # type: ignore[type-var]
 
     try:  # libyaml when present: 10x faster, and its composer caps nesting itself
-        from yaml.cyaml import CParser as Parser
+        # PyYAML's yaml.cyaml imports CParser from yaml._yaml; the stub leaves it out of the module's exports
+        from yaml.cyaml import CParser as Parser  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - pure-Python PyYAML
         from yaml.composer import Composer
         from yaml.parser import Parser as PyParser
@@ -257,7 +260,7 @@ def _loader_class() -> Any:
                 PyParser.__init__(self)
                 Composer.__init__(self)
 
-    class RuleLoader(Parser, PlainConstructor, PlainResolver):  # type: ignore[misc,valid-type]
+    class RuleLoader(Parser, PlainConstructor, PlainResolver):
         def __init__(self, stream: str) -> None:
             Parser.__init__(self, stream)
             PlainConstructor.__init__(self)

@@ -10,10 +10,11 @@ file and line and quote the file only once it is recognisably a rule (it may be 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logdoctor.diagnosis import rule_cost
 from logdoctor.diagnosis.literals import required_literals
@@ -29,6 +30,9 @@ from logdoctor.diagnosis.rule_schema import line_for as _line_for
 from logdoctor.diagnosis.rule_schema import schema_problem
 from logdoctor.diagnosis.templates import template_problem
 from logdoctor.resources import builtin_rules_dir
+
+if TYPE_CHECKING:  # net_data is imported when the rules are loaded, not with this module
+    from logdoctor.diagnosis.net_data import NetData
 
 __all__ = ["MAX_RULE_BYTES", "Rule", "RuleError", "RuleSet", "Selection", "check_dir", "load_rule", "load_ruleset"]
 CATEGORY_PREFIX = {
@@ -328,7 +332,9 @@ def _cache_path(files: list[Path], what: str = "rules") -> Path | None:
 def _read_cache(cache: Path | None) -> dict[str, Any]:
     """The cached entries by path; anything damaged or of another shape is a miss, never an error."""
     from logdoctor.cachedir import read_private
-    raw = read_private(cache) if cache is not None else None
+    if cache is None:
+        return {}
+    raw = read_private(cache)
     if raw is None:
         return {}
     try:
@@ -442,12 +448,12 @@ def load_ruleset(extra_dirs: list[str] | tuple[str, ...] = ()) -> list[Rule]:
     return RuleSet(by_id.values(), net=load_net(tuple(str(d) for d in extra_dirs)))
 
 
-class RuleSet(list):  # type: ignore[type-arg]
+class RuleSet(list[Rule]):
     """The rules of one run and the broad net's data (built-in + each `--rules DIR/net/`) beside them."""
 
-    def __init__(self, rules: Any = (), net: Any = None) -> None:
+    def __init__(self, rules: Iterable[Rule] = (), net: NetData | None = None) -> None:
         super().__init__(rules)
         self.net = net
 
-    def __reduce__(self) -> Any:  # workers receive the rule set pickled
+    def __reduce__(self) -> tuple[type[RuleSet], tuple[list[Rule], NetData | None]]:  # workers receive it pickled
         return (RuleSet, (list(self), self.net))

@@ -283,20 +283,26 @@ def _in_process(paths: list[str], want_run: bool, events: list[IO[bytes]] | None
 
 
 class _Progress:
+    """click's bar (drawn only on a terminal, with an ETA), and the rate in logs/s after it."""
+
     def __init__(self, total: int) -> None:
-        self.total = total
-        self.last = -1
+        import time
+
+        import click
+        self.started = time.monotonic()
+        self.done = 0
+        self.bar = click.progressbar(length=total, label="logs", file=sys.stderr, show_pos=True, show_eta=True,
+                                     item_show_func=lambda rate: rate)
 
     def update(self, done: int) -> None:
-        pct = int(100 * done / max(self.total, 1))
-        if pct != self.last:
-            self.last = pct
-            sys.stderr.write(f"\r{done}/{self.total} logs ({pct}%)")
-            sys.stderr.flush()
+        import time
+        elapsed = time.monotonic() - self.started
+        rate = f"{done / elapsed:,.1f} logs/s" if elapsed > 0 and done else None
+        self.bar.update(done - self.done, rate)
+        self.done = done
 
     def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
+        self.bar.render_finish()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -304,7 +310,7 @@ class _Progress:
 
 
 RUN_COLUMNS = [
-    "path", "model", "sglang_version", "era", "tp", "dp", "pp", "ep", "mem_fraction_static",
+    "path", "model", "sglang_version", "era", "tp", "tp_source", "dp", "pp", "ep", "mem_fraction_static",
     "effective_mem_fraction_static", "cuda_graph_max_bs", "chunked_prefill_size", "attention_backend",
     "free_before_weights_gib", "free_after_weights_gib", "weights_gib", "kv_tokens", "kv_gib",
     "graph_capture_s", "time_to_ready_s", "gen_throughput_p10", "gen_throughput_median", "gen_throughput_p90",
@@ -323,7 +329,7 @@ def flatten_run(report: Any) -> dict[str, Any]:
     p = report.primary
     return {
         "path": run.source, "model": sa.get("model_path"), "sglang_version": run.version, "era": run.era,
-        "tp": run.tp_size, "dp": run.dp_size, "pp": run.pp_size, "ep": run.ep_size,
+        "tp": run.tp_size, "tp_source": run.parallel_source.get("tp"), "dp": run.dp_size, "pp": run.pp_size, "ep": run.ep_size,
         "mem_fraction_static": _f(sa.get("mem_fraction_static")),
         "effective_mem_fraction_static": mem.get('effective_mem_fraction_static'),
         "cuda_graph_max_bs": _i(sa.get("cuda_graph_max_bs")), "chunked_prefill_size": _i(sa.get("chunked_prefill_size")),

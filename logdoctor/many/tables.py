@@ -12,8 +12,13 @@ from typing import Any
 import polars as pl
 
 from logdoctor.paths import display_text
+from logdoctor.report.human import did_you_mean, lookup, number
 
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+# what `runs --format table` shows unless --columns says otherwise: what a person reads first (what
+# happened, what ran, the flags and figures that decide memory); csv / json / parquet keep every column
+RUN_TABLE_COLUMNS = ("path", "verdict", "category", "rule", "last_stage", "model", "tp", "mem_fraction_static",
+                     "weights_gib", "kv_tokens", "time_to_ready_s", "gen_throughput_median")
 
 
 def frame(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> pl.DataFrame:
@@ -26,15 +31,34 @@ def frame(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> pl.DataFram
 _FILTER = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|!=|>=|<=|=|>|<|~)\s*(.*?)\s*$")
 
 
+def _no_column(option: str, given: str, name: str, columns: Sequence[str]) -> ValueError:
+    return ValueError(f"{option} {given}: no column {name!r}{did_you_mean(name, columns)}")
+
+
+def _column(option: str, given: str, name: str, columns: Sequence[str]) -> str:
+    """`name` as a column of the table (any case), or ValueError naming the option."""
+    hit = lookup(name, columns)
+    if hit is None:
+        raise _no_column(option, given, name, columns)
+    return hit
+
+
+def _polars_reason(e: Exception) -> str:
+    """The line of a polars error that says what is wrong (`unclosed character class`), not its
+    multi-line dump of the expression."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    said = [ln[len("error:"):].strip() for ln in lines if ln.startswith("error:")]
+    return (said or lines or [type(e).__name__])[0]
+
+
 def apply_filters(df: pl.DataFrame, filters: Sequence[str]) -> pl.DataFrame:
     """`col=value`, `col!=value`, `col>=n`, `col~regex` (all must hold)."""
     for f in filters:
         m = _FILTER.match(f)
         if not m:
-            raise ValueError(f"bad --filter {f!r}: use COL=VALUE, COL!=VALUE, COL>N, COL<N or COL~REGEX")
-        col, op, raw = m.groups()
-        if col not in df.columns:
-            raise ValueError(f"bad --filter {f!r}: no column {col!r} (columns: {', '.join(df.columns)})")
+            raise ValueError(f"--filter {f}: use COL=VALUE, COL!=VALUE, COL>N, COL<N or COL~REGEX")
+        name, op, raw = m.groups()
+        col = _column("--filter", f, name, df.columns)
         c = pl.col(col)
         dtype = df.schema[col]
         value: Any = raw
@@ -42,16 +66,23 @@ def apply_filters(df: pl.DataFrame, filters: Sequence[str]) -> pl.DataFrame:
             try:
                 value = float(raw)
             except ValueError:
-                raise ValueError(f"bad --filter {f!r}: {col} is numeric") from None
+                raise ValueError(f"--filter {f}: {col} is numeric, {raw!r} is not a number") from None
         if op in ("=", "=="):
             expr = c == value if raw not in ("", "null", "None") else c.is_null()
         elif op == "!=":
             expr = c != value if raw not in ("", "null", "None") else c.is_not_null()
         elif op == "~":
+            try:  # polars' (Rust) regex syntax: checked on its own so the error names the pattern
+                pl.Series([""], dtype=pl.Utf8).str.contains(raw)
+            except pl.exceptions.PolarsError as e:
+                raise ValueError(f"--filter {f}: bad regex: {_polars_reason(e)}") from None
             expr = c.cast(pl.Utf8).str.contains(raw)
         else:
             expr = {">": c > value, "<": c < value, ">=": c >= value, "<=": c <= value}[op]
-        df = df.filter(expr)
+        try:
+            df = df.filter(expr)
+        except pl.exceptions.PolarsError as e:
+            raise ValueError(f"--filter {f}: {_polars_reason(e)}") from None
     return df
 
 
@@ -60,18 +91,29 @@ def apply_sort(df: pl.DataFrame, sort: str | None) -> pl.DataFrame:
         return df
     keys = [k.strip() for k in sort.split(",") if k.strip()]
     desc = [k.startswith("-") for k in keys]
-    names = [k.lstrip("-") for k in keys]
-    for n in names:
-        if n not in df.columns:
-            raise ValueError(f"bad --sort {sort!r}: no column {n!r}")
+    names = [_column("--sort", sort, k.lstrip("-"), df.columns) for k in keys]
     return df.sort(names, descending=desc, nulls_last=True)
 
 
+def select_columns(df: pl.DataFrame, columns: str | None, fmt: str, default: Sequence[str] = ()
+                   ) -> tuple[pl.DataFrame, str | None]:
+    """`--columns COL[,COL]` (any format), else `default` for the table format only (machine formats keep
+    every column); returns the frame and, when the table leaves columns out, a line saying so."""
+    if columns:
+        names = [_column("--columns", columns, k.strip(), df.columns) for k in columns.split(",") if k.strip()]
+        if not names:
+            raise ValueError(f"--columns {columns!r}: name at least one column")
+        return df.select(list(dict.fromkeys(names))), None
+    shown = [c for c in default if c in df.columns]
+    if fmt != "table" or not shown or len(shown) == len(df.columns):
+        return df, None
+    carried = ["tp_source"] if "tp" in shown and "tp_source" in df.columns else []  # render_table marks tp with it
+    return df.select(shown + carried), (f"{len(shown)} of {len(df.columns)} columns: --columns COL,COL... to "
+                                        "choose, --format csv / json for all")
+
+
 def group_runs(df: pl.DataFrame, by: str) -> pl.DataFrame:
-    keys = [k.strip() for k in by.split(",") if k.strip()]
-    for k in keys:
-        if k not in df.columns:
-            raise ValueError(f"bad --group-by {by!r}: no column {k!r}")
+    keys = [_column("--group-by", by, k.strip(), df.columns) for k in by.split(",") if k.strip()]
     aggs = [pl.len().alias("runs"),
             (pl.col("verdict") == "failed").sum().alias("failed"),
             (pl.col("verdict") == "healthy").sum().alias("healthy")]
@@ -85,18 +127,27 @@ def group_runs(df: pl.DataFrame, by: str) -> pl.DataFrame:
 
 
 def render_table(df: pl.DataFrame, max_width: int = 60) -> str:
+    """An aligned text table, numbers right-aligned and as people read them (report.human.number). When
+    the frame says where `tp` came from (`tp_source`), a guessed tp reads `8 (inferred from ranks)` and
+    the source column is folded into it."""
+    if "tp" in df.columns and "tp_source" in df.columns:
+        inferred = (pl.col("tp_source") == "ranks") & pl.col("tp").is_not_null()
+        df = df.with_columns(pl.when(inferred).then(pl.col("tp").cast(pl.Utf8) + " (inferred from ranks)")
+                             .otherwise(pl.col("tp").cast(pl.Utf8)).alias("tp")).drop("tp_source")
     cols = df.columns
-    rows = [["" if v is None else _cell(v, max_width) for v in r] for r in df.iter_rows()]
+    right = [df.schema[c].is_numeric() for c in cols]
+    rows = [["" if v is None else _cell(v, max_width, c) for c, v in zip(cols, r)] for r in df.iter_rows()]
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
-    out.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        out.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
-    return "\n".join(out)
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if rj else v.ljust(w) for v, w, rj in zip(cells, widths, right)).rstrip()
+    return "\n".join([line(cols), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-def _cell(v: Any, limit: int) -> str:
-    s = f"{v:g}" if isinstance(v, float) else display_text(str(v))  # one cell, one line, no terminal escapes
+def _cell(v: Any, limit: int, column: str = "") -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return number(v, column)
+    s = display_text(str(v))  # one cell, one line, no terminal escapes
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 

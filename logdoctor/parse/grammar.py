@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from lark import Lark, Token, Transformer, UnexpectedInput
 from lark.lexer import PatternRE, PatternStr
@@ -208,7 +208,7 @@ def _from_json(value: Any) -> Any:
 def _prefilter() -> tuple[frozenset[str], re.Pattern[str]]:
     """First words of the anchor literals and one regex for anchor patterns, from the start state."""
     parser = _parser()
-    table = parser.parser.parser.parser.parse_table  # type: ignore[attr-defined]
+    table = parser.parser.parser.parser.parse_table
     start_state = table.start_states["start"]
     terminals = {t.name: t for t in parser.terminals}
     words: set[str] = set()
@@ -234,7 +234,9 @@ def parse_message(body: str) -> tuple[str, Fields] | None:
     if body[:3] not in heads and not patterns.match(body):
         return None
     try:
-        kind, fields = _parser().parse(body)
+        # with a transformer, lark's LALR parser returns what the transformer built (_ToFields: kind, fields),
+        # not the tree lark's signature names
+        kind, fields = cast("tuple[str, Fields]", _parser().parse(body))
     except UnexpectedInput:
         return None
     except Exception:  # lark raises a few other errors on odd input; a line we can't parse is unparsed

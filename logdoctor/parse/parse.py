@@ -123,7 +123,7 @@ class EventParser:
                 return []
             return [ev]
         if origin == "nccl":
-            f = {"level": p.level, "message": body, **(p.extra or {})}
+            f: dict[str, Any] = {"level": p.level, "message": body, **(p.extra or {})}
             if "Watchdog caught" in body:
                 f.update(nccl_watchdog_fields(body))
             return [self._event("nccl_log", ln, p, f)]
@@ -155,7 +155,7 @@ class EventParser:
         if m:
             sig = m.group("py") or m.group("sg") or m.group("sig") or m.group("core") or \
                 ("Bus error" if m.group("bus") else "SIGABRT")
-            f: dict[str, Any] = {"signal": sig.strip()}
+            f = {"signal": sig.strip()}
             if m.group("cpp"):
                 f["exception"] = m.group("cpp")
             self.blocks.open(self._event("fatal_signal", ln, p, f), "fatal", ln.attrs)

@@ -6,6 +6,7 @@ and the bars, where `-` and `?` stand for a missing cell.
 """
 from __future__ import annotations
 
+from logdoctor.report.human import wrap
 from logdoctor.run.memory import MemoryAnalysis, RankBudget, WhatIf
 
 BAR_WIDTH = 60
@@ -109,8 +110,8 @@ def what_if_text(w: WhatIf) -> list[str]:
                    ("  fails first: neither limit" if w.reserve_ok else
                     "  fails first: not the KV check; the reserve is unknown"))
     if w.unknown:
-        out.append("  unknown: " + "; ".join(w.unknown))
-    out.append(f"  → {w.verdict}")
+        out.extend(wrap("unknown: " + "; ".join(w.unknown), "    ", first="  "))
+    out.extend(wrap(w.verdict, "    ", first="  → "))
     return out
 
 
@@ -122,10 +123,12 @@ def memory_text(a: MemoryAnalysis) -> str:
         out += _ranks(a)
     if a.findings:
         out += ["", "Findings"]
-        out.extend(f"  - {x}" for x in a.findings)
+        for x in a.findings:
+            out.extend(wrap(x, "    ", first="  - "))
     if a.advice:
         out += ["", "What to change (ranked: fixes what failed first, then fewest KV tokens lost)"]
-        out.extend(f"  {i}. {x}" for i, x in enumerate(a.advice, 1))
+        for i, x in enumerate(a.advice, 1):
+            out.extend(wrap(x, "     ", first=f"  {i}. "))
     if a.what_if is not None:
         out += what_if_text(a.what_if)
     return "\n".join(out)

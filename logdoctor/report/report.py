@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from logdoctor.read.citations import where
+from logdoctor.report.human import cut, number, text_width, wrap
 from logdoctor.run.model import STAGES, Run
 
 if TYPE_CHECKING:
@@ -16,14 +17,18 @@ def _gib(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
+def _n(v: object) -> str:
+    """A count or rate for people (`2,946`, not `2946.3`); what is not a number as it is."""
+    return number(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
 def summary_text(run: Run) -> str:
     out: list[str] = []
     sa = run.server_args
     model = sa.get("model_path") or "?"
     out.append(f"log      {run.source}")
     out.append(f"model    {model}")
-    par = ", ".join(f"{n}={v}" for n, v in (("tp", run.tp_size), ("dp", run.dp_size), ("pp", run.pp_size),
-                                            ("ep", run.ep_size)) if v)
+    par = run.parallel_text()
     out.append(f"sglang   {run.version or '?'} (era {run.era or '?'}){'   ' + par if par else ''}")
     if sa:
         keys = ("mem_fraction_static", "cuda_graph_max_bs", "chunked_prefill_size", "max_running_requests",
@@ -46,21 +51,23 @@ def summary_text(run: Run) -> str:
         out.append("memory per rank (GiB)   free-before  free-after  weights  kv-tokens   kv     pool-end  graphs  ready-free")
         for r in ranks:
             out.append(f"  {r.rank:<20} {_gib(r.free_before_weights_gib):>11} {_gib(r.free_after_weights_gib):>11}"
-                       f" {_gib(r.weights_gib):>8} {r.kv_tokens if r.kv_tokens is not None else '-':>10}"
+                       f" {_gib(r.weights_gib):>8} {_n(r.kv_tokens) if r.kv_tokens is not None else '-':>10}"
                        f" {_gib(r.kv_gib):>6} {_gib(r.pool_end_free_gib):>9} {_gib(r.graph_gib):>7}"
                        f" {_gib(r.available_gpu_mem_gib):>10}")
     b = run.batches
     if b.get("count"):
         out.append("")
-        out.append(f"batches  {b['decode_count']} decode, {b['prefill_count']} prefill; gen throughput p10/median/p90 "
-                   f"{b['gen_throughput_p10']}/{b['gen_throughput_median']}/{b['gen_throughput_p90']} tok/s; "
-                   f"peak token usage {b['peak_token_usage']}, peak queue {b['peak_queue_req']}")
+        out.append(f"batches  {_n(b['decode_count'])} decode, {_n(b['prefill_count'])} prefill; gen throughput "
+                   f"p10/median/p90 {_n(b['gen_throughput_p10'])}/{_n(b['gen_throughput_median'])}/"
+                   f"{_n(b['gen_throughput_p90'])} tok/s; peak token usage {_n(b['peak_token_usage'])}, "
+                   f"peak queue {_n(b['peak_queue_req'])}")
     if run.failures:
         out.append("")
         out.append(f"failures ({len(run.failures)})")
         for f in run.failures[:30]:
             rank = f.ranks or ("" if f.rank is None else f"rank{f.rank}")
-            out.append(f"  line {f.line:<6} {rank:<12} {f.kind:<26} {f.text[:100]}")
+            head = f"  line {f.line:<6} {rank:<12} {f.kind:<26} "
+            out.append(head + cut(" ".join(f.text.split()), max(text_width() - len(head), 40)))
     out.append("")
     out.append(f"{run.line_count} lines, {run.event_count} events, {run.unparsed_count} unparsed")
     return "\n".join(out)
@@ -97,6 +104,8 @@ def explain_text(report: "Report", color: bool = False) -> str:
     out.append(f"{s['dim']}{report.source}{s['reset']}")
     if report.nodes:
         out.append(f"{s['dim']}{_nodes_text(report)}{s['reset']}")
+    if "ranks" in report.run.parallel_source.values():  # a guess is shown as one, not as a fact
+        out.append(f"{s['dim']}parallel {report.run.parallel_text()}{s['reset']}")
     budget = budget_line(report)
     if budget:
         out.append(f"{s['bold']}budget{s['reset']}   {budget}")
@@ -112,7 +121,8 @@ def explain_text(report: "Report", color: bool = False) -> str:
         out.extend(_wrap(p.explanation, "  "))
         out.append("")
         out.append(f"{s['bold']}What to do{s['reset']}")
-        for i, r in enumerate(p.remedies, 1):
+        remedies = _new_remedies(p.remedies, [])
+        for i, r in enumerate(remedies, 1):
             lines = _wrap(r, "     ")
             out.append(f"  {i}. {lines[0].strip()}")
             out.extend(lines[1:])
@@ -120,7 +130,7 @@ def explain_text(report: "Report", color: bool = False) -> str:
             out.append("")
             out.append(f"{s['bold']}The memory budget{s['reset']} (logdoctor memory {_file_of(report, p.node)} for the "
                        "per-rank picture)")
-            out.extend(_memory_lines(p.memory))
+            out.extend(_memory_lines(p.memory, remedies))
     others = [d for d in report.diagnoses if d is not p]
     if p is None:
         # nothing failed: the warnings are what there is to read, so they are shown in full, not as a title
@@ -162,11 +172,12 @@ def _worth_knowing(diags: "list[Diagnosis]") -> "list[Diagnosis]":
             and d.rule.severity in ("warning", "info") and d.explanation][:WORTH_KNOWING]
 
 
-def _memory_lines(mem: dict) -> list[str]:  # type: ignore[type-arg]
+def _memory_lines(mem: dict, remedies: "list[str]") -> list[str]:  # type: ignore[type-arg]
+    """The budget's formula and findings, and only the advice `remedies` (What to do) did not already say."""
     out = [f"  {ln}" for ln in mem.get("formula", [])]
     for f in mem.get("findings", []):
         out.extend(_wrap("- " + f, "  ")[:6])
-    for i, a in enumerate(mem.get("advice", []), 1):
+    for i, a in enumerate(_new_remedies(mem.get("advice", []), remedies), 1):
         out.extend(_wrap(f"{i}) {a}", "  ")[:6])
     return out
 
@@ -200,11 +211,24 @@ def _nodes_text(report: "Report") -> str:
     return f"{len(items)} nodes{where_from}: " + ", ".join(items)
 
 
-def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
-    import textwrap
-    # never at a hyphen: `--disable-custom-all-reduce` split over two lines cannot be copied
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
-                         break_on_hyphens=False) or [indent]
+def _wrap(text: str, indent: str, width: int | None = None) -> list[str]:
+    """Wrapped to the terminal's width (report.human.text_width: COLUMNS, else 100 when not a terminal)."""
+    return wrap(text, indent, width)
+
+
+def _same(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _new_remedies(items: "list[str]", shown: "list[str]") -> "list[str]":
+    """`items` without those already printed in `shown` (and without repeats): each remedy once a report."""
+    seen = {_same(r) for r in shown}
+    out = []
+    for r in items:
+        if _same(r) not in seen:
+            seen.add(_same(r))
+            out.append(r)
+    return out
 
 
 def explain_markdown(report: "Report") -> str:
@@ -230,7 +254,8 @@ def explain_markdown(report: "Report") -> str:
         out.append("")
         out.append("**What to do**")
         out.append("")
-        for i, r in enumerate(p.remedies, 1):
+        remedies = _new_remedies(p.remedies, [])
+        for i, r in enumerate(remedies, 1):
             out.append(f"{i}. {r}")
         if p.memory:
             out.append("")
@@ -239,7 +264,7 @@ def explain_markdown(report: "Report") -> str:
             out.append("```")
             out.extend(ln.strip() for ln in p.memory.get("formula", []))
             out.append("```")
-            out.extend(f"- {f}" for f in p.memory.get("findings", []) + p.memory.get("advice", []))
+            out.extend(f"- {f}" for f in p.memory.get("findings", []) + _new_remedies(p.memory.get("advice", []), remedies))
     else:
         out.append(f"### logdoctor: **{report.verdict}**")
         out.append("")

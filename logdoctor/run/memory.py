@@ -267,8 +267,8 @@ def analyse(run: Run, what_if_mfs: float | None = None, what_if_bs: int | None =
         ends = [(r.post_load_free_gib, r.pool_end_free_gib) for r in ranks
                 if r.post_load_free_gib is not None and r.pool_end_free_gib is not None]
         if ends:
-            a, e = min(ends)
-            KV, kv_estimated = round(a - e, 2), True
+            after, pool_end = min(ends)
+            KV, kv_estimated = round(after - pool_end, 2), True
     tokens, tokens_source, tokens_other, tokens_other_source = _kv_tokens(run, kv_rank, ranks)
     bpt = _r(KV * GIB / tokens, 1) if KV and tokens else None
     weights = max((r.weights_gib for r in ranks if r.weights_gib is not None), default=None)
@@ -414,9 +414,11 @@ def _findings(a: MemoryAnalysis, ranks: list[RankBudget], run: Run) -> list[str]
             out.append(f"without P: the numbers imply P ≈ (A − KV)/(1 − m) = {(A - KV) / (1 - m):.2f} GiB free before"
                        " the weights.")
     tolerance = ROUNDING_TOLERANCE * (3 if a.kv_estimated else 1)  # req pools hide inside an estimate
-    if eff is not None and m is not None and abs(eff - m) > tolerance:
+    # an effective fraction is computed only from P, A and KV: all three are known whenever it is
+    if (eff is not None and m is not None and P is not None and A is not None and KV is not None
+            and abs(eff - m) > tolerance):
         if eff > m:
-            need_p = (A - KV) / (1 - m) if (A is not None and KV is not None and m < 1) else None
+            need_p = (A - KV) / (1 - m) if m < 1 else None
             msg = (f"the configured mem_fraction_static={m:g} cannot have been in force: with P={P:.2f} GiB and "
                    f"A={A:.2f} GiB, m={m:g} leaves a KV budget of {A - P * (1 - m):.2f} GiB, yet the log shows a "
                    f"{KV:.2f} GiB KV cache — that needs m ≈ {eff:.3f}.")

@@ -97,6 +97,8 @@ class Run:
     dp_size: int | None = None
     pp_size: int | None = None
     ep_size: int | None = None
+    # where each size above came from: "server_args" (printed) or "ranks" (guessed from the largest rank seen)
+    parallel_source: dict[str, str] = field(default_factory=dict)
     stages: dict[str, Stage] = field(default_factory=dict)
     last_stage: str | None = None
     ranks: dict[str, RankMemory] = field(default_factory=dict)
@@ -115,6 +117,12 @@ class Run:
     def ready(self) -> bool:
         return "ready" in self.stages
 
+    def parallel_text(self) -> str:
+        """`tp=8 (inferred from ranks), dp=2`: the sizes known, a guessed one marked as such."""
+        sizes = (("tp", self.tp_size), ("dp", self.dp_size), ("pp", self.pp_size), ("ep", self.ep_size))
+        return ", ".join(f"{n}={v}" + (" (inferred from ranks)" if self.parallel_source.get(n) == "ranks" else "")
+                         for n, v in sizes if v)
+
     def rank_list(self) -> list[RankMemory]:
         return sorted(self.ranks.values(), key=lambda r: _rank_sort_key(r.rank))
 
@@ -124,6 +132,7 @@ class Run:
             "version": self.version,
             "era": self.era,
             "parallel": {"tp": self.tp_size, "dp": self.dp_size, "pp": self.pp_size, "ep": self.ep_size},
+            "parallel_source": dict(self.parallel_source),
             "server_args": self.server_args,
             "stages": {n: {"first_line": s.first_line, "ts": s.first_ts, "end_ts": s.end_ts,
                            "duration_s": s.duration_s} for n, s in self.stages.items()},

@@ -5,7 +5,8 @@
   graph capture → ready) and when it ended; "last stage reached" diagnoses a hang that prints no error;
 - `era`: which SGLang release range printed the log, from the shape of a few lines (the newest wins);
 - `tp_size` / `dp_size` / `pp_size` / `ep_size`, at `finish`: from the server args when printed, else
-  from the largest rank each prefix name (`TP3`, `DP1`...) showed.
+  from the largest rank each prefix name (`TP3`, `DP1`...) showed; `parallel_source` says which
+  (`server_args` or `ranks`: a guess, since a rank that prints nothing is not seen).
 """
 from __future__ import annotations
 
@@ -91,8 +92,10 @@ class StageTracker:
             v = sa.get(size_key)
             if isinstance(v, int):
                 setattr(run, attr, v)
+                run.parallel_source[attr.removesuffix("_size")] = "server_args"
             elif rank_name in self.max_rank:
                 setattr(run, attr, self.max_rank[rank_name] + 1)
+                run.parallel_source[attr.removesuffix("_size")] = "ranks"
         if run.era in (None, "v0.1.17-v0.4.3"):
             stamps = [s.first_ts for s in run.stages.values() if s.first_ts]
             if stamps and all(len(t) == 8 for t in stamps):

@@ -213,3 +213,21 @@ def test_each_remedy_is_printed_once(log: Path, fmt: str) -> None:
     flat = " ".join(out.split())
     for r in remedies:
         assert flat.count(" ".join(r.split())) == 1, r
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_control_bytes_of_a_log_line_reach_the_terminal_escaped(fmt: str, tmp_path: Path) -> None:
+    # BEL and backspace would ring / rewrite the user's terminal; shown as \xNN they are still readable
+    log = tmp_path / "ctl.log"
+    log.write_bytes(b"[2026-01-05 10:00:00] Load weight begin.\n"
+                    b"RuntimeError: CUDA error: an illegal memory access\x07 was\x08 encountered\n")
+    p = cli("explain", "--exit-zero", "--format", fmt, str(log))
+    assert "\x07" not in p.stdout and "\x08" not in p.stdout
+    assert "\\x07 was\\x08 encountered" in p.stdout
+
+
+def test_summary_text_escapes_control_bytes_too(tmp_path: Path) -> None:
+    log = tmp_path / "ctl.log"
+    log.write_bytes(b"[2026-01-05 10:00:00] server_args=ServerArgs(model_path='/m/\x07x', tp_size=2)\n")
+    p = cli("summary", str(log))
+    assert "\x07" not in p.stdout and "\\x07" in p.stdout

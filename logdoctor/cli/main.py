@@ -63,7 +63,7 @@ class _ClosedStream(io.TextIOBase):
     def read(self, *_: Any) -> NoReturn:
         raise InputError(f"<{self._name}>: {self._name} is closed")
 
-    peek = readline = read  # type: ignore[assignment]
+    peek = readline = read
 
     def write(self, _: Any) -> NoReturn:
         raise UsageError(f"{self._name} is closed: nothing can be written (redirect it, or use -o FILE)")

@@ -186,7 +186,7 @@ def stdin_spooled(envelope: str | None, force: bool = False) -> Iterator[tuple[s
             yield tmp, None
         else:
             with open(tmp, "rb") as first:
-                yield None, io.BufferedReader(_Chained(first, rest))  # type: ignore[arg-type]
+                yield None, io.BufferedReader(_Chained(first, rest))
     finally:
         try:
             os.unlink(tmp)
@@ -203,7 +203,7 @@ class _Chained(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: Any) -> int:  # type: ignore[override]
+    def readinto(self, b: Any) -> int:
         while self._parts:
             data = self._parts[0].read(len(b))
             if data:
@@ -379,7 +379,7 @@ def _span(ranks: list[int]) -> str:
     """[0, 1, 2, 3, 8] → "0-3,8"."""
     out: list[str] = []
     start = prev = ranks[0]
-    for r in ranks[1:] + [None]:  # type: ignore[list-item]
+    for r in ranks[1:] + [None]:
         if r is not None and r == prev + 1:
             prev = r
             continue

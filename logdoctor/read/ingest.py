@@ -111,7 +111,7 @@ class _CrToLf(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: Any) -> int:  # type: ignore[override]
+    def readinto(self, b: Any) -> int:
         while not self._out:
             chunk = self._read(_READ_BUFFER)
             data = b"\r" + chunk if self._cr else chunk
@@ -324,7 +324,7 @@ def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None,
     cr_ended = _cr_terminated(head)
     del head
     if cr_ended:
-        stream = io.BufferedReader(_CrToLf(stream), _READ_BUFFER)  # type: ignore[assignment]
+        stream = io.BufferedReader(_CrToLf(stream), _READ_BUFFER)
     raws = _raw_lines(stream)
     sample, kept, more = _take_sample(raws)
     env = detect_envelope((ln.text for ln in sample), envelope)

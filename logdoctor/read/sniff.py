@@ -132,7 +132,7 @@ class _Source(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: Any) -> int:  # type: ignore[override]
+    def readinto(self, b: Any) -> int:
         if self._head:
             n = min(len(b), len(self._head))
             b[:n] = self._head[:n]
@@ -180,7 +180,7 @@ class _XzReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: Any) -> int:  # type: ignore[override]
+    def readinto(self, b: Any) -> int:
         while True:
             if self._dec.eof:
                 rest = self._dec.unused_data.lstrip(b"\x00")  # stream padding between streams
@@ -246,7 +246,7 @@ def peek_head(stream: BinaryIO, n: int, name: str = "<stream>") -> tuple[bytes, 
         stream.seek(start)
         return head, stream
     # the caller keeps owning (and closing) `stream`; the replaying wrapper closes nothing
-    return head, io.BufferedReader(_Source(stream, head, name), BUFFER_SIZE)  # type: ignore[return-value]
+    return head, io.BufferedReader(_Source(stream, head, name), BUFFER_SIZE)
 
 
 def _seekable(stream: Any) -> bool:
@@ -440,7 +440,7 @@ def _content(raw: Any, name: str, owned: bool) -> BinaryIO:
         problem = binary_reason(head)
         if problem is not None:
             raise InputError(name, problem)
-        return base  # type: ignore[no-any-return]  # a regular file is returned as is: the fastest readline
+        return base  # a regular file is returned as is: the fastest readline
     decompressed = _decompressor(base, fmt)
     guarded = _Source(decompressed, b"", name, fmt, closes=(decompressed, base) if base is not raw else (decompressed, *mine))
     try:
@@ -454,7 +454,7 @@ def _content(raw: Any, name: str, owned: bool) -> BinaryIO:
         guarded.close()
         raise
     guarded._head = content  # replay the sniffed content before the rest
-    return io.BufferedReader(guarded, BUFFER_SIZE)  # type: ignore[return-value]
+    return io.BufferedReader(guarded, BUFFER_SIZE)
 
 
 def _after_nul_padding(raw: Any, start: int, head: bytes) -> int:

@@ -1,7 +1,8 @@
 """Formatters: one model in, text / json / markdown out."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 from logdoctor.read.citations import where
 from logdoctor.report.human import cut, number, text_width, wrap
@@ -11,6 +12,15 @@ if TYPE_CHECKING:
     from logdoctor.diagnosis.engine import Diagnosis
     from logdoctor.diagnosis.ranking import Report
     from logdoctor.diagnosis.rules import Rule
+
+
+# A log line may carry BEL, backspace or a cursor-moving escape that ingest left in: in text and Markdown
+# it is shown as \xNN, never acted on by the terminal. Our own colour codes (ESC [ digits m) stay.
+_CONTROL = re.compile(r"\x1b\[[0-9;]{0,8}m|[\x00-\x08\x0b-\x1f\x7f\x9b]")
+
+
+def _terminal_safe(text: str) -> str:
+    return _CONTROL.sub(lambda m: m.group() if len(m.group()) > 1 else f"\\x{ord(m.group()):02x}", text)
 
 
 def _gib(v: float | None) -> str:
@@ -70,7 +80,7 @@ def summary_text(run: Run) -> str:
             out.append(head + cut(" ".join(f.text.split()), max(text_width() - len(head), 40)))
     out.append("")
     out.append(f"{run.line_count} lines, {run.event_count} events, {run.unparsed_count} unparsed")
-    return "\n".join(out)
+    return _terminal_safe("\n".join(out))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -154,7 +164,7 @@ def explain_text(report: "Report", color: bool = False) -> str:
     out.append("")
     out.append(f"{s['bold']}Stages{s['reset']}")
     out.append("  " + _stages_line(report.run, report.run_nodes.get("stages")))
-    return "\n".join(out)
+    return _terminal_safe("\n".join(out))
 
 
 WORTH_KNOWING = 3  # warnings explained in full on a report without a failure; the rest are listed by title
@@ -172,7 +182,7 @@ def _worth_knowing(diags: "list[Diagnosis]") -> "list[Diagnosis]":
             and d.rule.severity in ("warning", "info") and d.explanation][:WORTH_KNOWING]
 
 
-def _memory_lines(mem: dict, remedies: "list[str]") -> list[str]:  # type: ignore[type-arg]
+def _memory_lines(mem: dict[str, Any], remedies: "list[str]") -> list[str]:
     """The budget's formula and findings, and only the advice `remedies` (What to do) did not already say."""
     out = [f"  {ln}" for ln in mem.get("formula", [])]
     for f in mem.get("findings", []):
@@ -297,7 +307,7 @@ def explain_markdown(report: "Report") -> str:
         out.append("</details>")
     out.append("")
     out.append(f"Stages: {_stages_line(report.run, report.run_nodes.get('stages'))}")
-    return "\n".join(out)
+    return _terminal_safe("\n".join(out))
 
 
 

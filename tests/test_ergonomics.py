@@ -231,3 +231,23 @@ def test_summary_text_escapes_control_bytes_too(tmp_path: Path) -> None:
     log.write_bytes(b"[2026-01-05 10:00:00] server_args=ServerArgs(model_path='/m/\x07x', tp_size=2)\n")
     p = cli("summary", str(log))
     assert "\x07" not in p.stdout and "\\x07" in p.stdout
+
+
+@pytest.mark.parametrize("suffix,starts", [(".json", '{"schema": "logdoctor.diagnosis/1"'), (".md", "### logdoctor:"),
+                                           (".sarif", "{"), (".txt", "FAILED  memory_pressure")])
+def test_explain_writes_to_o_in_the_format_its_suffix_names(suffix: str, starts: str, tmp_path: Path) -> None:
+    out = tmp_path / f"report{suffix}"
+    p = cli("explain", str(CAPTURE_OOM), "-o", str(out))
+    assert p.returncode == 1 and p.stdout == ""  # the exit code still says what was found
+    text = out.read_text()
+    assert text.startswith(starts) and "\x1b[" not in text
+    if suffix == ".sarif":
+        assert json.loads(text)["version"] == "2.1.0"
+
+
+def test_explain_o_with_an_explicit_format_and_a_bad_destination(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    assert cli("explain", str(CAPTURE_OOM), "--format", "text", "-o", str(out)).returncode == 1
+    assert out.read_text().startswith("FAILED")
+    p = cli("explain", str(CAPTURE_OOM), "-o", str(tmp_path / "missing" / "r.json"))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "no such directory" in p.stderr

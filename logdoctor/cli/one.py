@@ -14,12 +14,14 @@ from logdoctor.cli.common import (
     EXIT_FAILURE_FOUND,
     EXIT_OK,
     UsageError,
+    destination,
     dump,
     envelope_option,
     fail_on_option,
     input_sources,
     label,
     load_rules,
+    output_format,
     redact_option,
     redacted,
     redactor,
@@ -166,9 +168,12 @@ def _color_enabled(stream: Any) -> bool:
 @fail_on_option("Exit 1 from this verdict on: failed; incomplete (also a hang or a fragment); warning (also a "
                    "healthy launch with a warning-severity diagnosis).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 whatever was diagnosed (wins over --fail-on).")
+@click.option("-o", "--output", metavar="FILE",
+              help="Write the report here instead of stdout (atomically); without --format its suffix names the "
+                   "format (.json, .md, .sarif; anything else: text).")
 @redact_option
 def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one_launch: bool,
-                envelope: str | None, fail_on: str, exit_zero: bool) -> int:
+                envelope: str | None, fail_on: str, exit_zero: bool, output: str | None) -> int:
     """Say why the launch in LOG... failed: evidence, why, what to change.
 
     LOG is a file (compressed or not) or - for stdin. Several LOGs (or a directory with --one-launch) are
@@ -180,6 +185,8 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     a failure diagnosed), 2 usage or input error.
     """
     from logdoctor.many.launch import diagnose_logs
+    fmt = output_format(fmt, output)
+    dest = destination(output)  # checked before any log is read
     rules = load_rules(rule_dirs)
     sources = _launch_sources(input_sources(logs), one_launch)
     report = diagnose_logs(sources, rules, _node_labels(sources), envelope)
@@ -188,31 +195,43 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     redact = redactor(sources)
     if redact is not None and len(sources) == 1:  # the pods / hosts one interleaved log was split into
         redact.add_hosts(str(n["node"]) for n in report.nodes)
-    if fmt == "json":
-        click.echo(redacted(dump(report.to_dict()), redact))
-    elif fmt == "markdown":
-        from logdoctor.report.report import explain_markdown
-        click.echo(redacted(explain_markdown(report), redact))
-    elif fmt == "github":
-        _github(report, redact)
-    elif fmt == "sarif":
-        from logdoctor.report.sarif import sarif_log, sarif_text
-        click.echo(redacted(sarif_text(sarif_log(report)), redact))
+    if fmt == "github":
+        _github(report, redact, dest)
     else:
-        from logdoctor.report.report import explain_text
-        color = _color_enabled(sys.stdout)
-        click.echo(redacted(explain_text(report, color=color), redact), color=color)  # click strips ANSI unless told
+        color = dest is None and fmt == "text" and _color_enabled(sys.stdout)
+        text = redacted(_explain_document(report, fmt, color), redact)
+        if dest is None:
+            click.echo(text, color=color)  # click strips ANSI unless told
+        else:
+            with dest.writing() as path, open(path, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
     return EXIT_FAILURE_FOUND if report_fails(report, fail_on) and not exit_zero else EXIT_OK
 
 
-def _github(report: Any, redact: Any = None) -> None:
+def _explain_document(report: Any, fmt: str, color: bool) -> str:
+    if fmt == "json":
+        return dump(report.to_dict())
+    if fmt == "markdown":
+        from logdoctor.report.report import explain_markdown
+        return explain_markdown(report)
+    if fmt == "sarif":
+        from logdoctor.report.sarif import sarif_log, sarif_text
+        return sarif_text(sarif_log(report))
+    from logdoctor.report.report import explain_text
+    return explain_text(report, color=color)
+
+
+def _github(report: Any, redact: Any = None, dest: Any = None) -> None:
     """Annotations on stdout; the Markdown report appended (other steps write there too) to the job summary."""
     import os
 
     from logdoctor.report.github import github_text
     from logdoctor.report.report import explain_markdown
     text = redacted(github_text(report), redact)
-    if text:
+    if dest is not None:
+        with dest.writing() as path, open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n" if text else "")
+    elif text:
         click.echo(text)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

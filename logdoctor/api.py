@@ -63,7 +63,8 @@ class Report(ranking.Report):
 
     def to_json(self, indent: int | None = None) -> str:
         """`logdoctor explain --format json` (byte for byte with the default `indent`)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, default=_json_default, indent=indent)
+        from logdoctor.report.json_text import dump
+        return dump(self.to_dict(), indent)
 
     def to_markdown(self) -> str:
         """`logdoctor explain --format markdown`: ready to paste into an issue."""
@@ -83,15 +84,6 @@ class Report(ranking.Report):
         p = self.primary
         cause = f" {p.rule.id} {p.rule.name} at line {p.position}" if p is not None else ""
         return f"<logdoctor.Report {self.verdict}{cause} of {self.source}>"
-
-
-def _json_default(o: Any) -> Any:
-    # what cli.common.dump does with what JSON has no form for (the CLI's output is the reference)
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    if isinstance(o, float):
-        return None
-    return str(o)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ the JSON dump. Command modules (`one`, `rules`, `many`) import this; none import
 """
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -11,6 +10,7 @@ import click
 
 from logdoctor.paths import Destination, OutputError, display_path
 from logdoctor.read.envelope import LAYER_NAMES
+from logdoctor.report.json_text import dump as dump  # the commands print JSON through common
 
 EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
 EXIT_PIPE_CLOSED = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
@@ -42,18 +42,6 @@ envelope_option = click.option(
     "--envelope", type=click.Choice([*LAYER_NAMES, "none"]), default=None, metavar="NAME|none",
     help="How the log was collected: peel only this envelope layer (" + ", ".join(LAYER_NAMES) + "), or none "
          "at all. Default: recognised by the shape of the first lines.")
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, default=_json_default)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    if isinstance(o, float):
-        return None
-    return str(o)
 
 
 def load_rules(extra: tuple[str, ...]) -> list[Any]:

@@ -181,7 +181,8 @@ def redacted(text: str, redact: Any) -> str:
 # environment default yields to it: it is the more specific wish); an explicit --format is written whatever
 # the suffix says; a suffix the command has no format for keeps the format in force
 SUFFIX_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "jsonl",
-                  ".ndjson": "jsonl", ".md": "markdown", ".markdown": "markdown", ".sarif": "sarif", ".xml": "junit"}
+                  ".ndjson": "jsonl", ".md": "markdown", ".markdown": "markdown", ".sarif": "sarif", ".xml": "junit",
+                  ".html": "html", ".htm": "html"}
 
 
 def output_format(fmt: str, output: str | None, param: str = "fmt") -> str:

@@ -1,7 +1,8 @@
 """The `logdoctor` command line.
 
 Exit codes (all commands): 0 no failure found / success, 1 failure diagnosed (explain, batch),
-2 usage or input error (a clear one-line message on stderr, never a traceback), 130 interrupted
+2 usage or input error (a clear one-line message on stderr, never a traceback), 3 `explain --follow`
+stalled (no new line for --stall-timeout seconds), 130 interrupted
 (SIGINT, Ctrl-C), 143 terminated (SIGTERM), 141 output pipe closed early (`| head`).
 """
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _install_signal_handlers() -> None:
 def cli(ctx: click.Context) -> None:
     """Read SGLang server logs and say why a launch failed.
 
-    Exit codes: 0 no failure, 1 failure diagnosed, 2 usage or input error, 130 / 143 interrupted
+    Exit codes: 0 no failure, 1 failure diagnosed, 2 usage or input error, 3 explain --follow stalled, 130 / 143 interrupted
     (SIGINT / SIGTERM), 141 output pipe closed.
     """
     settings.configure(ctx)  # [tool.logdoctor] / logdoctor.toml and LOGDOCTOR_* as the commands' defaults

@@ -154,7 +154,7 @@ def _color_enabled(stream: Any) -> bool:
 
 @click.command("explain")
 @click.argument("logs", nargs=-1, metavar="LOG...")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "github", "sarif"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "github", "sarif", "html"]), default="text",
               show_default=True,
               help="github: GitHub Actions annotations (::error / ::warning with file and line), and the "
                    "Markdown report appended to $GITHUB_STEP_SUMMARY when that names a file. sarif: SARIF 2.1.0 "
@@ -170,10 +170,18 @@ def _color_enabled(stream: Any) -> bool:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 whatever was diagnosed (wins over --fail-on).")
 @click.option("-o", "--output", metavar="FILE",
               help="Write the report here instead of stdout (atomically); without --format its suffix names the "
-                   "format (.json, .md, .sarif; anything else: text).")
+                   "format (.json, .md, .sarif, .html; anything else: text).")
 @redact_option
+@click.option("--follow", is_flag=True,
+              help="LOG is a growing file (read like tail -F) or - a live pipe (kubectl logs -f): diagnose as lines "
+                   "come and stop at the first failure (exit 1), the ready line (exit 0), the end of the pipe, a "
+                   "stall (exit 3) or Ctrl-C (the diagnosis so far, exit 130). Progress on stderr when a terminal.")
+@click.option("--stall-timeout", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
+              help="With --follow: no new line for this long is a stall (default 600 s while loading weights, "
+                   "300 s otherwise).")
 def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one_launch: bool,
-                envelope: str | None, fail_on: str, exit_zero: bool, output: str | None) -> int:
+                envelope: str | None, fail_on: str, exit_zero: bool, output: str | None,
+                follow: bool = False, stall_timeout: float | None = None) -> int:
     """Say why the launch in LOG... failed: evidence, why, what to change.
 
     LOG is a file (compressed or not) or - for stdin. Several LOGs (or a directory with --one-launch) are
@@ -182,14 +190,15 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     stern) is split into its nodes the same way.
 
     Exit codes: 0 nothing at or past --fail-on (or --exit-zero), 1 a verdict at or past --fail-on (default:
-    a failure diagnosed), 2 usage or input error.
+    a failure diagnosed), 2 usage or input error, 3 --follow stalled (no line for --stall-timeout).
     """
     from logdoctor.many.launch import diagnose_logs
     fmt = output_format(fmt, output)
     dest = destination(output)  # checked before any log is read
     rules = load_rules(rule_dirs)
     sources = _launch_sources(input_sources(logs), one_launch)
-    report = diagnose_logs(sources, rules, _node_labels(sources), envelope)
+    followed = _followed(sources, rules, envelope, stall_timeout) if follow else None
+    report = followed.report if followed else diagnose_logs(sources, rules, _node_labels(sources), envelope)
     if report.run.line_count == 0:
         raise UsageError(f"{', '.join(label(s) for s in sources)}: empty input, nothing to analyse")
     redact = redactor(sources)
@@ -199,16 +208,30 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
         _github(report, redact, dest)
     else:
         color = dest is None and fmt == "text" and _color_enabled(sys.stdout)
-        text = redacted(_explain_document(report, fmt, color), redact)
+        text = redacted(_explain_document(report, fmt, color, redact), redact)
         if dest is None:
             click.echo(text, color=color)  # click strips ANSI unless told
         else:
             with dest.writing() as path, open(path, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
-    return EXIT_FAILURE_FOUND if report_fails(report, fail_on) and not exit_zero else EXIT_OK
+    code = EXIT_FAILURE_FOUND if report_fails(report, fail_on) and not exit_zero else EXIT_OK
+    return code if followed is None else followed.exit_code(code, exit_zero)
 
 
-def _explain_document(report: Any, fmt: str, color: bool) -> str:
+def _followed(sources: list[str], rules: Any, envelope: str | None, stall_timeout: float | None) -> Any:
+    """explain --follow (many/follow.py); Ctrl-C there ends the follow, and the diagnosis so far is printed."""
+    import os
+
+    from logdoctor.many.follow import follow_log
+    if len(sources) != 1 or (sources[0] != "-" and os.path.isdir(sources[0])):
+        raise UsageError("--follow reads one log: a growing file or - (a pipe)")
+    return follow_log(sources[0], label(sources[0]), rules, envelope, stall_timeout)
+
+
+def _explain_document(report: Any, fmt: str, color: bool, redact: Any = None) -> str:
+    if fmt == "html":  # redacts each text before escaping it (placeholders look like tags)
+        from logdoctor.report.html_report import explain_html_page
+        return explain_html_page(report, redact)
     if fmt == "json":
         return dump(report.to_dict())
     if fmt == "markdown":

@@ -1,0 +1,368 @@
+"""A Report as one self-contained HTML page (`explain --format html`, `-o report.html`).
+
+The page holds the diagnosis as the text output tells it (verdict, root cause, evidence, why, what to do),
+each evidence line linked to an excerpt of the log around it, a per-rank stacked bar of GPU memory
+(weights, KV cache, CUDA graphs, reserve, free) with the KV formula and the configured and in-force
+`mem_fraction_static` marked, and a per-rank stage timeline on one time axis showing where each rank stopped.
+
+Charts are inline SVG written here, not a plotting library's output: a page that must open offline,
+survive `--redact` and be counted bar by bar in a browser test is served best by a few dozen `<rect>`s
+whose every label we escape ourselves (matplotlib's SVG carries `http://www.w3.org` / matplotlib.org URLs
+and ids we do not control; Vega-Lite needs its ~800 KB runtime inlined or a 100 MB renderer wheel).
+The page has no script, no external font, no URL in any `src` / `href`: links are `#` anchors.
+
+Every piece of text that comes from the log passes through `_t`: redacted first (when `--redact` was
+given: the redactor's placeholders look like tags, `<ip-1>`), then HTML-escaped.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from logdoctor.read.citations import where
+from logdoctor.report.html import ALSO_SEEN, VERDICT_COLORS
+from logdoctor.report.report import budget_line
+from logdoctor.run.model import STAGES
+
+if TYPE_CHECKING:
+    from logdoctor.diagnosis.engine import Diagnosis
+    from logdoctor.diagnosis.ranking import Report
+    from logdoctor.run.model import Run
+
+EXCERPT_CONTEXT = 5        # log lines shown before and after each evidence line
+EXCERPT_LINES = 40         # evidence lines given an excerpt (the rest are listed without one)
+EXCERPT_WIDTH = 400        # characters of a log line shown in an excerpt
+SEGMENTS = (("weights", "#5c6bc0"), ("kv_cache", "#26a69a"), ("cuda_graphs", "#ffa726"),
+            ("reserve", "#bdbdbd"), ("free", "#eceff1"))
+STAGE_COLORS = {"init": "#90a4ae", "weights": "#5c6bc0", "kv_pool": "#26a69a", "graph_capture": "#ffa726",
+                "ready": "#2e7d32"}
+CHART_W, LABEL_W, ROW_H = 760, 110, 22
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,16}[A-Za-z]")
+_RANK_NUMBER = re.compile(r"(\d{1,9})\s*$")
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5em auto;max-width:64em;
+color:#212121;line-height:1.45;padding:0 1em}
+h1{font-size:1.3em;margin:0 0 .2em} h2{font-size:1.05em;margin:1.4em 0 .4em;border-bottom:1px solid #e0e0e0}
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.88em}
+.src{color:#757575} .ev a{color:#00838f;text-decoration:none} .ev code.t{white-space:pre-wrap}
+pre.formula{background:#fafafa;border:1px solid #eee;padding:.5em;overflow-x:auto}
+.excerpt{border:1px solid #e0e0e0;margin:.6em 0;scroll-margin-top:1em}
+.excerpt:target{outline:2px solid #00838f}
+.excerpt .h{background:#f5f5f5;padding:.2em .5em;font-size:.85em}
+.excerpt pre{margin:0;padding:.3em .5em;overflow-x:auto;white-space:pre}
+.excerpt .hit{background:#fff3e0;font-weight:bold;display:block}
+.legend span{display:inline-block;margin-right:1em;font-size:.85em}
+.legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em;border:1px solid #9e9e9e}
+svg text{font-family:system-ui,sans-serif;font-size:11px}
+"""
+
+
+@dataclass
+class _Page:
+    """What the renderer needs besides the report: how to redact, how to find the log's lines."""
+    t: Callable[[object], str]                 # redact, then escape
+    read_lines: Callable[[str | None, set[int]], dict[int, str]]
+
+
+def _escaper(redact: Any) -> Callable[[object], str]:
+    if redact is None:
+        return lambda text: escape(str(text), quote=True)
+    return lambda text: escape(redact.text(str(text)), quote=True)
+
+
+def _gib(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:.2f} GiB"
+
+
+# ---------------------------------------------------------------------------------------------- diagnosis
+
+def _headline(report: Report, t: Callable[[object], str]) -> str:
+    p = report.primary
+    color = VERDICT_COLORS.get(report.verdict, "#555")
+    head = f'<span style="color:{color}">{t(report.verdict.upper())}</span>'
+    if p is not None:
+        head += f" {t(p.category)} · {t(p.rule.title)}"
+        sub = f"[{t(p.rule.id)} {t(p.rule.name)}, confidence {p.confidence:.2f}]"
+    elif report.verdict == "healthy":
+        head += " the server reached ready and nothing fatal followed"
+        sub = ""
+    else:
+        head += " no failure and no ready line: a fragment, or a launch that stopped"
+        sub = ""
+    return (f'<h1 id="verdict">{head}</h1><div class="src"><code>{t(report.source)}</code> {sub}</div>')
+
+
+def _anchor(node: str | None, line: int) -> str:
+    return f"L{re.sub(r'[^A-Za-z0-9_-]', '_', node)}-{line}" if node else f"L{line}"
+
+
+def _evidence(d: Diagnosis, t: Callable[[object], str], excerpted: set[tuple[str | None, int]]) -> str:
+    rows = []
+    for ev in d.evidence:
+        rank = ev.ranks or ("" if ev.rank is None else f"rank{ev.rank}")
+        cite = t(where(ev.node, ev.line) + (f" {rank}" if rank else ""))
+        if (ev.node, ev.line) in excerpted:
+            cite = f'<a href="#{_anchor(ev.node, ev.line)}">{cite}</a>'
+        rows.append(f'<li class="ev"><code>{cite}</code> <code class="t">{t(ev.text)}</code></li>')
+    return "<ul>" + "".join(rows) + "</ul>"
+
+
+def _diagnosis(report: Report, page: _Page, excerpted: set[tuple[str | None, int]]) -> tuple[list[str], str]:
+    """The story (budget, evidence, why, what to do) and, apart, what else was seen (shown after the charts)."""
+    t, p = page.t, report.primary
+    out = []
+    budget = budget_line(report)
+    if budget:
+        out.append(f"<p><b>budget</b> <code>{t(budget)}</code></p>")
+    out.extend(f'<p style="color:#ef6c00">note: {t(n)}</p>' for n in report.notes)
+    if p is not None:
+        out.append("<h2>Evidence</h2>" + _evidence(p, t, excerpted))
+        out.append(f"<h2>Why</h2><p>{t(p.explanation)}</p>")
+        if p.remedies:
+            out.append("<h2>What to do</h2><ol>" + "".join(f"<li>{t(r)}</li>" for r in p.remedies) + "</ol>")
+    others = [d for d in report.diagnoses if d is not p]
+    if others:
+        items = "".join(f"<li><code>{t(where(d.node, d.position))}</code> <code>{t(d.rule.id)}</code> "
+                        f"{t(d.rule.title)} ({t(d.category)}, {t(d.rule.severity)})</li>" for d in others[:ALSO_SEEN])
+        more = f"<li>… {len(others) - ALSO_SEEN} more</li>" if len(others) > ALSO_SEEN else ""
+        return out, f"<h2>Also seen ({len(others)})</h2><ul>{items}{more}</ul>"
+    return out, ""
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+def _segments(r: dict[str, Any]) -> list[tuple[str, float]]:
+    """A rank's five segments in GiB, as `memory`'s ASCII bar splits them: the reserve is what the known
+    parts and the free memory leave of the free memory before weights; an unknown part counts as 0."""
+    total = r.get("pre_load_free_gib") or 0.0
+    w, kv, g = (max(0.0, r.get(k) or 0.0) for k in ("weights_gib", "kv_cache_gib", "graph_gib"))
+    free = max(0.0, r.get("available_gpu_mem_gib") or 0.0)
+    reserve = max(0.0, total - w - kv - g - free)
+    return [("weights", w), ("kv_cache", kv), ("cuda_graphs", g), ("reserve", reserve), ("free", free)]
+
+
+def _memory(mem: dict[str, Any] | None, t: Callable[[object], str]) -> list[str]:
+    ranks = [r for r in (mem or {}).get("ranks", []) if r.get("pre_load_free_gib")]
+    if not ranks:
+        return ["<h2>GPU memory per rank</h2><p>The log shows no memory figures.</p>"]
+    assert mem is not None
+    scale = max(r["pre_load_free_gib"] for r in ranks)
+    plot_w = CHART_W - LABEL_W - 70
+    conf = mem.get("configured_mem_fraction_static")
+    height = len(ranks) * ROW_H + 34
+    svg = [f'<svg id="memory-chart" role="img" width="{CHART_W}" height="{height}" viewBox="0 0 {CHART_W} {height}">']
+    for i, r in enumerate(ranks):
+        y, x = 8 + i * ROW_H, float(LABEL_W)
+        svg.append(f'<g class="rank-bar" data-rank="{t(r["rank"])}">'
+                   f'<text x="{LABEL_W - 6}" y="{y + 13}" text-anchor="end">{t(r["rank"])}</text>')
+        for name, gib in _segments(r):
+            w = plot_w * gib / scale
+            color = dict(SEGMENTS)[name]
+            svg.append(f'<rect class="seg seg-{name}" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW_H - 6}" '
+                       f'fill="{color}" stroke="#9e9e9e" stroke-width="0.5"><title>{t(r["rank"])} {name}: '
+                       f'{gib:.2f} GiB</title></rect>')
+            x += w
+        svg.append(f'<text x="{x + 4:.1f}" y="{y + 13}">{r["pre_load_free_gib"]:.1f} GiB</text>')
+        # the static share m·P (weights + KV cache) ends here: configured m, and the m the numbers say
+        # drawn last so that it stays visible when both agree
+        for cls, m, dash in (("mfs-effective", r.get("effective_mem_fraction_static"), ""), ("mfs-configured", conf, "3 2")):
+            if m is not None:
+                mx = LABEL_W + plot_w * m * r["pre_load_free_gib"] / scale
+                svg.append(f'<line class="{cls}" x1="{mx:.1f}" x2="{mx:.1f}" y1="{y - 2}" y2="{y + ROW_H - 4}" '
+                           f'stroke="{"#c62828" if cls == "mfs-configured" else "#000"}" stroke-width="{2 if dash else 4}"'
+                           + (f' stroke-dasharray="{dash}"' if dash else "") + f'><title>{cls[4:]} '
+                           f'mem_fraction_static {m:.3f}</title></line>')
+        svg.append("</g>")
+    axis_y = 8 + len(ranks) * ROW_H + 14
+    for k in range(5):
+        gx = LABEL_W + plot_w * k / 4
+        svg.append(f'<text x="{gx:.1f}" y="{axis_y}" text-anchor="middle" fill="#757575">{scale * k / 4:.0f}</text>')
+    svg.append("</svg>")
+    legend = "".join(f'<span><i style="background:{c}"></i>{n.replace("_", " ")}</span>' for n, c in SEGMENTS)
+    eff = mem.get("effective_mem_fraction_static")
+    legend += ('<span><i style="border:0;border-left:2px dashed #c62828;width:0"></i>configured mem_fraction_static '
+               f'{t("unknown" if conf is None else f"{conf:g}")}</span>'
+               '<span><i style="border:0;border-left:2px solid #000;width:0"></i>in force (from the numbers) '
+               f'{t("unknown" if eff is None else f"{eff:.3f}")}</span>')
+    formula = "\n".join(mem.get("formula", []))
+    return ["<h2>GPU memory per rank</h2>",
+            f"<p>GiB, of the free memory before the weights (P). Reserve = P·(1 − m): activations and CUDA graphs."
+            f" KV cache {t(_gib(mem.get('kv_cache_gib')))}"
+            + (f" for {mem['kv_tokens']:,} tokens" if mem.get("kv_tokens") else "") + ".</p>",
+            "".join(svg), f'<div class="legend">{legend}</div>',
+            f'<pre class="formula">{t(formula)}</pre>' if formula else ""]
+
+
+# ---------------------------------------------------------------------------------------------- timeline
+
+def _ts_secs(ts: str | None) -> float | None:
+    """A failure's full `YYYY-MM-DD HH:MM:SS` stamp in the stages' seconds (UTC epoch); None otherwise."""
+    if not ts or len(ts) < 19:
+        return None
+    try:
+        return datetime.strptime(ts[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def _rank_reached(rm: Any, run: Run) -> str | None:
+    """The last stage a rank's own lines show it in (its memory figures); the run's when it printed none."""
+    reached = None
+    if rm.free_before_weights_gib is not None or rm.dist_init_gib is not None:
+        reached = "init"
+    if rm.free_after_weights_gib is not None or rm.weights_gib is not None:
+        reached = "weights"
+    if rm.kv_tokens is not None or rm.kv_gib is not None:
+        reached = "kv_pool"
+    if rm.graph_capture is not None or rm.graph_begin_free_gib is not None or rm.graph_gib is not None:
+        reached = "graph_capture"
+    if run.ready and reached in ("kv_pool", "graph_capture"):
+        reached = "ready"
+    return reached or run.last_stage
+
+
+def _failed_ranks(run: Run) -> dict[str, float | None]:
+    """Rank label → when its first fatal line was printed (None: time unknown)."""
+    out: dict[str, float | None] = {}
+    labels = {rm.rank: rm for rm in run.rank_list()}
+    for f in run.failures:
+        for label in labels:
+            m = _RANK_NUMBER.search(label)
+            if label == f.ranks or (f.ranks is None and m is not None and f.rank is not None and int(m.group(1)) == f.rank):
+                out.setdefault(label, _ts_secs(f.ts))
+    return out
+
+
+def _timeline(run: Run, t: Callable[[object], str]) -> list[str]:
+    spans = [(n, run.stages[n]) for n in STAGES if n in run.stages and run.stages[n].start_secs is not None]
+    ranks = run.rank_list()
+    if not spans:
+        return ["<h2>Stages per rank</h2><p>The log's lines carry no time stamps: no timeline.</p>"]
+    failed = _failed_ranks(run)
+    t0 = min(s.start_secs for _, s in spans if s.start_secs is not None)
+    ends = [s.end_secs or s.start_secs for _, s in spans] + [v for v in failed.values() if v is not None]
+    t1 = max(e for e in ends if e is not None)
+    t1 = max(t1, t0 + 1.0)
+    plot_w = CHART_W - LABEL_W - 170  # room on the right for "✗ failed in graph_capture"
+    rows = [(rm.rank, _rank_reached(rm, run)) for rm in ranks] or [("all ranks", run.last_stage)]
+
+    def x_of(secs: float) -> float:
+        return LABEL_W + plot_w * (min(max(secs, t0), t1) - t0) / (t1 - t0)
+
+    height = len(rows) * ROW_H + 34
+    svg = [f'<svg id="timeline-chart" role="img" width="{CHART_W}" height="{height}" viewBox="0 0 {CHART_W} {height}">']
+    for i, (label, reached) in enumerate(rows):
+        y = 8 + i * ROW_H
+        stop = STAGES.index(reached) if reached in STAGES else len(STAGES) - 1
+        fail_at = failed.get(label)
+        svg.append(f'<g class="rank-row" data-rank="{t(label)}" data-reached="{t(reached or "")}">'
+                   f'<text x="{LABEL_W - 6}" y="{y + 13}" text-anchor="end">{t(label)}</text>')
+        end_x = float(LABEL_W)
+        for j, (name, st) in enumerate(spans):
+            if STAGES.index(name) > stop:
+                break
+            assert st.start_secs is not None
+            nxt = spans[j + 1][1].start_secs if j + 1 < len(spans) else None
+            end = st.end_secs if st.end_secs is not None else (nxt if nxt is not None else (fail_at or t1))
+            x0, x1 = x_of(st.start_secs), x_of(end)
+            svg.append(f'<rect class="stage stage-{name}" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 2):.1f}" '
+                       f'height="{ROW_H - 6}" fill="{STAGE_COLORS[name]}"><title>{t(label)} {name}: '
+                       f'{st.start_secs - t0:.0f}s → {end - t0:.0f}s</title></rect>')
+            end_x = max(x0 + 2, x1)
+        if label in failed:
+            fx = x_of(fail_at) if fail_at is not None else end_x
+            svg.append(f'<text class="stopped failed" x="{fx + 3:.1f}" y="{y + 13}" fill="#c62828" font-weight="bold">'
+                       f'✗ failed in {t(reached or "?")}</text>')
+        elif reached != "ready":
+            svg.append(f'<text class="stopped" x="{end_x + 3:.1f}" y="{y + 13}" fill="#ef6c00">■ stopped in '
+                       f'{t(reached or "?")}</text>')
+        svg.append("</g>")
+    axis_y = 8 + len(rows) * ROW_H + 14
+    for k in range(5):
+        gx = LABEL_W + plot_w * k / 4
+        svg.append(f'<text x="{gx:.1f}" y="{axis_y}" text-anchor="middle" fill="#757575">{(t1 - t0) * k / 4:.0f}s</text>')
+    svg.append("</svg>")
+    legend = "".join(f'<span><i style="background:{c}"></i>{n.replace("_", " ")}</span>' for n, c in STAGE_COLORS.items())
+    return ["<h2>Stages per rank</h2>",
+            "<p>Seconds from the first stage. A rank's row ends at the last stage its own lines show.</p>",
+            "".join(svg), f'<div class="legend">{legend}</div>']
+
+
+# ---------------------------------------------------------------------------------------------- excerpts
+
+def _excerpts(report: Report, page: _Page) -> tuple[list[str], set[tuple[str | None, int]]]:
+    p = report.primary
+    wanted: list[tuple[str | None, int]] = []
+    for ev in (p.evidence if p is not None else []):
+        if (ev.node, ev.line) not in wanted and len(wanted) < EXCERPT_LINES:
+            wanted.append((ev.node, ev.line))
+    out: list[str] = []
+    done: set[tuple[str | None, int]] = set()
+    by_node: dict[str | None, set[int]] = {}
+    for node, line in wanted:
+        by_node.setdefault(node, set()).update(range(max(1, line - EXCERPT_CONTEXT), line + EXCERPT_CONTEXT + 1))
+    texts = {node: page.read_lines(node, numbers) for node, numbers in by_node.items()}
+    t = page.t
+    for node, line in wanted:
+        lines = texts.get(node, {})
+        if line not in lines:
+            continue
+        body = []
+        for n in range(max(1, line - EXCERPT_CONTEXT), line + EXCERPT_CONTEXT + 1):
+            if n in lines:
+                text = f"{n:>6}  {t(lines[n])}"
+                body.append(f'<span class="hit">{text}</span>' if n == line else text + "\n")
+        out.append(f'<div class="excerpt" id="{_anchor(node, line)}"><div class="h">{t(where(node, line))}</div>'
+                   f'<pre>{"".join(body)}</pre></div>')
+        done.add((node, line))
+    return (["<h2>Log excerpts</h2>"] + out if out else []), done
+
+
+def _line_reader(report: Report) -> Callable[[str | None, set[int]], dict[int, str]]:
+    """Reads the wanted lines of a node's file (the report's source for a single log), bounded: it stops
+    at the last line wanted and keeps EXCERPT_WIDTH characters of each. Stdin cannot be read again."""
+    def read(node: str | None, numbers: set[int]) -> dict[int, str]:
+        path = next((n["file"] for n in report.nodes if n["node"] == node), report.source)
+        if not path or path == "<stdin>" or not numbers:
+            return {}
+        from logdoctor.read.sniff import InputError, open_source
+        found: dict[int, str] = {}
+        last = max(numbers)
+        try:
+            with open_source(path) as f:
+                for n, raw in enumerate(f, 1):
+                    if n in numbers:
+                        text = raw[:EXCERPT_WIDTH * 4].decode("utf-8", "replace").rstrip("\r\n")
+                        found[n] = _ANSI.sub("", text)[:EXCERPT_WIDTH]
+                    if n >= last:
+                        break
+        except (InputError, OSError, EOFError):
+            return {}
+        return found
+    return read
+
+
+# ---------------------------------------------------------------------------------------------- the page
+
+def explain_html_page(report: Report, redact: Any = None,
+                      read_lines: Callable[[str | None, set[int]], dict[int, str]] | None = None) -> str:
+    """The whole page. `redact`: a `report.redact.Redactor` (its placeholders are escaped like any text)."""
+    page = _Page(_escaper(redact), read_lines or _line_reader(report))
+    excerpts, excerpted = _excerpts(report, page)
+    t = page.t
+    title = f"logdoctor: {report.verdict} · {report.source}"
+    story, also_seen = _diagnosis(report, page, excerpted)
+    body = [_headline(report, t), *story, *_memory(report.memory, t), *_timeline(report.run, t), also_seen,
+            *excerpts]
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{t(title)}</title><style>{CSS}</style></head><body>\n"
+            + "\n".join(b for b in body if b) + "\n</body></html>")
+
+
+__all__ = ["explain_html_page"]

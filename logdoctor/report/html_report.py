@@ -69,6 +69,14 @@ class _Page:
     read_lines: Callable[[str | None, set[int]], dict[int, str]]
 
 
+
+def _axis(rows: int, plot_w: float, span: float, unit: str) -> list[str]:
+    """Five ticks under a chart of `rows` rows, 0 to `span` (GiB or seconds), then the end of the SVG."""
+    y = 8 + rows * ROW_H + 14
+    ticks = [f'<text x="{LABEL_W + plot_w * k / 4:.1f}" y="{y}" text-anchor="middle" fill="#757575">'
+             f'{span * k / 4:.0f}{unit}</text>' for k in range(5)]
+    return [*ticks, "</svg>"]
+
 def _escaper(redact: Any) -> Callable[[object], str]:
     if redact is None:
         return lambda text: escape(str(text), quote=True)
@@ -178,11 +186,7 @@ def _memory(mem: dict[str, Any] | None, t: Callable[[object], str]) -> list[str]
                            + (f' stroke-dasharray="{dash}"' if dash else "") + f'><title>{cls[4:]} '
                            f'mem_fraction_static {m:.3f}</title></line>')
         svg.append("</g>")
-    axis_y = 8 + len(ranks) * ROW_H + 14
-    for k in range(5):
-        gx = LABEL_W + plot_w * k / 4
-        svg.append(f'<text x="{gx:.1f}" y="{axis_y}" text-anchor="middle" fill="#757575">{scale * k / 4:.0f}</text>')
-    svg.append("</svg>")
+    svg.extend(_axis(len(ranks), plot_w, scale, ""))
     legend = "".join(f'<span><i style="background:{c}"></i>{n.replace("_", " ")}</span>' for n, c in SEGMENTS)
     eff = mem.get("effective_mem_fraction_static")
     legend += ('<span><i style="border:0;border-left:2px dashed #c62828;width:0"></i>configured mem_fraction_static '
@@ -282,11 +286,7 @@ def _timeline(run: Run, t: Callable[[object], str]) -> list[str]:
             svg.append(f'<text class="stopped" x="{end_x + 3:.1f}" y="{y + 13}" fill="#ef6c00">■ stopped in '
                        f'{t(reached or "?")}</text>')
         svg.append("</g>")
-    axis_y = 8 + len(rows) * ROW_H + 14
-    for k in range(5):
-        gx = LABEL_W + plot_w * k / 4
-        svg.append(f'<text x="{gx:.1f}" y="{axis_y}" text-anchor="middle" fill="#757575">{(t1 - t0) * k / 4:.0f}s</text>')
-    svg.append("</svg>")
+    svg.extend(_axis(len(rows), plot_w, t1 - t0, "s"))
     legend = "".join(f'<span><i style="background:{c}"></i>{n.replace("_", " ")}</span>' for n, c in STAGE_COLORS.items())
     return ["<h2>Stages per rank</h2>",
             "<p>Seconds from the first stage. A rank's row ends at the last stage its own lines show.</p>",

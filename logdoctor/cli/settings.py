@@ -233,9 +233,8 @@ def read_config(path: Path, required: bool = False) -> Source | None:
 
 
 def _did_you_mean(key: str, names: list[str]) -> str:
-    from rapidfuzz import process
-    hit = process.extractOne(key.replace("_", "-"), names, score_cutoff=70)
-    return f" (did you mean {hit[0]!r}?)" if hit else f" (known: {', '.join(names)})"
+    from logdoctor.report.human import did_you_mean
+    return did_you_mean(key.replace("_", "-"), names, limit=1) or f" (known: {', '.join(names)})"
 
 
 def _parse_toml(text: str, shown: str) -> dict[str, Any]:

@@ -1,43 +1,23 @@
 """`explain --format html` / `-o report.html`: one self-contained page, opened in a real headless Chromium.
 
 Chromium comes from the system's packages (`.ci/run` installs it): a machine without it fails here, loudly.
-The browser is driven from the command line (`--dump-dom`, `--screenshot`), so nothing is downloaded.
+The browser is driven from the command line (tests/browser.py), so nothing is downloaded.
 """
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
+from browser import open_page
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "fixtures" / "example" / "tp8-mem-fraction.log"
 SOCKET = ROOT / "fixtures" / "rules" / "COM006" / "fires-socket-refused.log"
 SEGMENTS = 5  # weights, KV cache, CUDA graphs, reserve, free
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-def _browser() -> str:
-    found = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    if found is None:
-        pytest.fail("no Chromium on PATH (looked for " + ", ".join(BROWSERS) + "): install it with "
-                    "`apt-get install -y chromium` (.ci/run does); this test does not skip")
-    return found
-
-
-def _chromium(page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-           f"--user-data-dir={tmp / 'chromium-profile'}", "--enable-logging=stderr", "--v=0",
-           # any host name would fail to resolve: a request the page made would show as a net:: error
-           "--host-resolver-rules=MAP * ~NOTFOUND", *args, page.as_uri()]
-    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, cwd=tmp)
-
-
 def _explain(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "logdoctor", "explain", *map(str, args)], check=False,
                           capture_output=True, text=True, timeout=60, env={**os.environ, "NO_COLOR": "1"})
@@ -80,12 +60,12 @@ def test_example_report_in_headless_chromium(tmp_path: Path) -> None:
     # self-contained: no URL that a browser would fetch, no external font or stylesheet
     assert not re.search(r"""(?:src|href)\s*=\s*(?!["']?#)""", html) and "@import" not in html and "url(" not in html
 
-    dom_run = _chromium(page, tmp_path, "--dump-dom", "--virtual-time-budget=3000")
+    dom_run = open_page(page, tmp_path)
     assert dom_run.returncode == 0, dom_run.stderr[-2000:]
-    console = [ln for ln in dom_run.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln or "net::ERR" in ln]
-    assert console == [], console
+    assert dom_run.console == [], dom_run.console
+    assert dom_run.requests == [], dom_run.requests  # the page fetched nothing
     dom = _Dom()
-    dom.feed(dom_run.stdout)
+    dom.feed(dom_run.dom)
     assert {"memory-chart", "timeline-chart"} <= set(dom.svgs)
     ranks = [f"TP{i}" for i in range(8)]
     # one stacked bar per rank, every bar of the five segments
@@ -93,14 +73,14 @@ def test_example_report_in_headless_chromium(tmp_path: Path) -> None:
     assert len(dom.segments) == len(ranks) * SEGMENTS
     # one timeline row per rank, each stopped in graph capture (TP3 died there)
     assert dom.rows == [(r, "graph_capture") for r in ranks]
-    assert "✗ failed in graph_capture" in dom_run.stdout and dom_run.stdout.count("failed in") == 1
+    assert "✗ failed in graph_capture" in dom_run.dom and dom_run.dom.count("failed in") == 1
     assert all(link.startswith("#") and link[1:] in dom.anchors for link in dom.links)  # evidence → excerpt
     assert {"L299", "L326"} <= dom.anchors
-    assert "mfs-configured" in dom_run.stdout and "mfs-effective" in dom_run.stdout
-    assert "KV budget = A − reserve = 21.70 − 11.28 = 10.42 GiB" in dom_run.stdout
+    assert "mfs-configured" in dom_run.dom and "mfs-effective" in dom_run.dom
+    assert "KV budget = A − reserve = 21.70 − 11.28 = 10.42 GiB" in dom_run.dom
 
     shot = tmp_path / "report.png"
-    shot_run = _chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1100,2400")
+    shot_run = open_page(page, tmp_path, f"--screenshot={shot}", "--window-size=1100,2400", dump_dom=False)
     assert shot_run.returncode == 0, shot_run.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from cliserver import run_cli
 
 from logdoctor.many import batch as batch_mod
 from logdoctor.many.batch import discover, discover_inputs, is_log_name, run_batch
@@ -52,8 +53,7 @@ main()
 
 
 def cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], capture_output=True, cwd=cwd,
-                          env={**os.environ, **(env or {})}, timeout=HANG_GUARD_S)
+    return run_cli(args, cwd=cwd, env={**os.environ, **(env or {})}, timeout=HANG_GUARD_S)
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cliserver import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 FAILED = "fixtures/logs/v0.4-kv-not-enough-tp8.log"              # MEM001
@@ -29,8 +29,7 @@ EXPECTED = {
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return run_cli(args, cwd=ROOT, env=full_env, text=True, timeout=120)
 
 
 def unescape(s: str) -> str:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cliserver import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"
@@ -22,10 +23,7 @@ LOGDOCTOR = [sys.executable, "-m", "logdoctor.cli"]
 def run(*args: str, close: int | None = None, stdin: bytes | None = None, cwd: Path = ROOT
         ) -> subprocess.CompletedProcess[bytes]:
     """Run logdoctor; `close` names a standard descriptor (0 or 1) the child starts without."""
-    pre = (lambda: os.close(close)) if close is not None else None
-    feed: dict[str, object] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
-    return subprocess.run([*LOGDOCTOR, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=pre,
-                          cwd=cwd, timeout=HANG_GUARD_S, **feed)  # type: ignore[call-overload]
+    return run_cli(args, input=stdin, close=() if close is None else (close,), cwd=cwd, timeout=HANG_GUARD_S)
 
 
 def _quiet(p: subprocess.CompletedProcess[bytes]) -> str:

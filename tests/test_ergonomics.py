@@ -9,10 +9,10 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cliserver import run_cli
 
 from logdoctor.report import human
 
@@ -31,9 +31,7 @@ def cli(*args: str, columns: str | None = None, umask: int | None = None, cwd: P
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     if columns is not None:
         env["COLUMNS"] = columns
-    pre = (lambda: os.umask(umask)) if umask is not None else None
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, preexec_fn=pre, timeout=120, stdin=subprocess.DEVNULL)
+    return run_cli(args, text=True, cwd=cwd, env=env, umask=umask, timeout=120)
 
 
 def section(text: str, title: str) -> list[str]:

@@ -11,8 +11,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cliserver import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 FAILED = ROOT / "fixtures" / "logs" / "v0.5-capture-oom-tp4.log"      # a failed launch
@@ -24,12 +26,9 @@ MANY_LOGS = {"batch": ("batch", "--no-progress", "--jobs", "1"), "runs": ("runs"
              "clusters": ("clusters", "--no-progress", "--jobs", "1")}
 
 
-def run(*args: str, stdin: bytes | None = None, cwd: Path = ROOT, **kw: object) -> subprocess.CompletedProcess[bytes]:
-    feed: dict[str, object] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
-    if "stdout" not in kw:
-        kw["stdout"] = subprocess.PIPE
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], stderr=subprocess.PIPE, cwd=cwd,
-                          timeout=120, **feed, **kw)  # type: ignore[call-overload]
+def run(*args: str, stdin: bytes | None = None, cwd: Path = ROOT, **kw: Any) -> subprocess.CompletedProcess[bytes]:
+    """`python -m logdoctor.cli ARGS` in a process of its own (forked from tests/cliserver.py's warm server)."""
+    return run_cli(args, input=stdin, cwd=cwd, timeout=120, **kw)
 
 
 def one_line_error(p: subprocess.CompletedProcess[bytes], *names: str) -> str:
@@ -73,7 +72,7 @@ def test_empty_stdin_is_an_empty_input(command: str) -> None:
 
 @pytest.mark.parametrize("command", list(ONE_LOG))
 def test_a_closed_stdin_is_said_to_be_closed(command: str) -> None:
-    p = run(*ONE_LOG[command], "-", stdin=None, preexec_fn=lambda: os.close(0))
+    p = run(*ONE_LOG[command], "-", stdin=None, close=(0,))
     one_line_error(p, "stdin is closed")
 
 
@@ -227,7 +226,7 @@ def test_head_c1_is_quiet(args: tuple[str, ...], tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args", EVERY_COMMAND, ids=lambda a: " ".join(x for x in a if not x.startswith("/")))
 def test_a_closed_stdout_is_one_line_exit_2(args: tuple[str, ...]) -> None:
-    p = run(*args, stdout=None, preexec_fn=lambda: os.close(1))
+    p = run(*args, close=(1,))
     one_line_error(p, "stdout is closed")
 
 

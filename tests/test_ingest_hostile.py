@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from cliserver import run_cli
 
 from logdoctor.many.batch import precheck
 from logdoctor.read.ingest import (
@@ -39,8 +40,7 @@ HANG_GUARD = 60
 
 
 def cli(*args: str, stdin: bytes | None = None, timeout: float = HANG_GUARD) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], input=stdin, check=False, capture_output=True,
-                          timeout=timeout, cwd=ROOT)
+    return run_cli(args, input=stdin, timeout=timeout, cwd=ROOT)
 
 
 def lines_of(data: bytes) -> list[tuple[int, str]]:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cliserver import run_cli as forked_cli
 
 from logdoctor.events import CUT_MARK, MAX_TEXT_CHARS
 from logdoctor.parse.blocks import MAX_MESSAGE_CHARS
@@ -155,8 +156,7 @@ def test_audit_finds_the_patterns_it_is_meant_to_cover() -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=GUARD_S, check=False)
+    return forked_cli(args, text=True, cwd=ROOT, timeout=GUARD_S)
 
 
 def explain_json(path: Path) -> dict:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from cliserver import run_cli
 
 from logdoctor.report.redact import Redactor, find_values, redactor_for
 
@@ -55,8 +56,7 @@ def homed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], cwd=cwd, env=full, capture_output=True,
-                          text=True, timeout=180, check=False)
+    return run_cli(args, cwd=cwd, env=full, text=True, timeout=180)
 
 
 def leaks(text: str) -> list[str]:

@@ -23,7 +23,8 @@ HEALTHY = ROOT / "fixtures" / "logs" / "v0.4-tp8.log"
 # every command that reads logs, with the arguments that go before the log
 ONE_LOG = {"parse": ("parse",), "summary": ("summary",), "memory": ("memory",), "explain": ("explain",)}
 MANY_LOGS = {"batch": ("batch", "--no-progress", "--jobs", "1"), "runs": ("runs", "--no-progress", "--jobs", "1"),
-             "clusters": ("clusters", "--no-progress", "--jobs", "1")}
+             "clusters": ("clusters", "--no-progress", "--jobs", "1"),
+             "report": ("report", "--no-progress", "--jobs", "1")}
 
 
 def run(*args: str, stdin: bytes | None = None, cwd: Path = ROOT, **kw: Any) -> subprocess.CompletedProcess[bytes]:
@@ -103,9 +104,14 @@ def test_a_directory_without_logs_is_nothing_read(command: str, hostile: dict[st
     one_line_error(run(*MANY_LOGS[command], str(hostile["directory"])), "nologs", "no logs found")
 
 
-@pytest.mark.parametrize("command", list(MANY_LOGS))
+@pytest.mark.parametrize("command", [c for c in MANY_LOGS if c != "report"])  # `report -` is one log's page
 def test_many_log_commands_do_not_read_stdin(command: str) -> None:
     one_line_error(run(*MANY_LOGS[command], "-", stdin=b"x\n"), "-:", "explain -")
+
+
+def test_report_of_stdin_is_one_log_and_empty_stdin_is_an_error() -> None:
+    assert run(*MANY_LOGS["report"], "-", stdin=open(FAILED, "rb").read()).returncode == 1
+    one_line_error(run(*MANY_LOGS["report"], "-", stdin=b""), "<stdin>", "empty input")
 
 
 def test_findings_exit_1_and_nothing_found_exits_0() -> None:
@@ -173,7 +179,7 @@ def test_broken_rule_files_are_one_line_naming_the_file(tmp_path: Path) -> None:
 
 EVERY_COMMAND = [("parse", str(HEALTHY)), ("summary", str(HEALTHY)), ("memory", str(HEALTHY)),
                  ("explain", str(FAILED)), (*MANY_LOGS["batch"], str(FAILED)), (*MANY_LOGS["runs"], str(FAILED)),
-                 (*MANY_LOGS["clusters"], "--all", str(FAILED)), ("compare", str(FAILED), str(HEALTHY)),
+                 (*MANY_LOGS["clusters"], "--all", str(FAILED)), (*MANY_LOGS["report"], str(FAILED)), ("compare", str(FAILED), str(HEALTHY)),
                  ("rules", "list"), ("rules", "explain", "MEM001"), ("rules", "new", "--from", str(FAILED)),
                  ("rules", "check", "rules/unsupported"), ("rules", "test", "rules/unsupported"), ("config",),
                  ("--help",), ("--version",), ("explain", "--help")]

@@ -115,9 +115,9 @@ def cli(ctx: click.Context) -> None:
     settings.configure(ctx)  # [tool.logdoctor] / logdoctor.toml and LOGDOCTOR_* as the commands' defaults
 
 
-from logdoctor.cli import many, one, rules, settings  # noqa: E402  (command modules attach to `cli`)
+from logdoctor.cli import many, one, report_cmd, rules, settings  # noqa: E402  (command modules attach to `cli`)
 
-for _command in (*one.COMMANDS, rules.rules_group):
+for _command in (*one.COMMANDS, rules.rules_group, *report_cmd.COMMANDS):
     cli.add_command(_command)
 many.register(cli)
 cli.add_command(settings.config_cmd)

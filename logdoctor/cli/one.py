@@ -175,7 +175,9 @@ def _color_enabled(stream: Any) -> bool:
 @click.option("--follow", is_flag=True,
               help="LOG is a growing file (read like tail -F) or - a live pipe (kubectl logs -f): diagnose as lines "
                    "come and stop at the first failure (exit 1), the ready line (exit 0), the end of the pipe, a "
-                   "stall (exit 3) or Ctrl-C (the diagnosis so far, exit 130). Progress on stderr when a terminal.")
+                   "stall (exit 3) or Ctrl-C / SIGTERM (the diagnosis so far, exit 130 / 143). A file not yet "
+                   "created is waited for, a rotated or truncated one followed anew, a compressed one read to its "
+                   "end. Progress on stderr when a terminal.")
 @click.option("--stall-timeout", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
               help="With --follow: no new line for this long is a stall (default 600 s while loading weights, "
                    "300 s otherwise).")
@@ -196,9 +198,12 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
     fmt = output_format(fmt, output)
     dest = destination(output)  # checked before any log is read
     rules = load_rules(rule_dirs)
-    sources = _launch_sources(input_sources(logs), one_launch)
-    followed = _followed(sources, rules, envelope, stall_timeout) if follow else None
-    report = followed.report if followed else diagnose_logs(sources, rules, _node_labels(sources), envelope)
+    # --follow: a directory is refused by the follow itself (one growing file or -), not expanded
+    sources = input_sources(logs) if follow else _launch_sources(input_sources(logs), one_launch)
+    from logdoctor.run.serving_series import collecting_series
+    with collecting_series(fmt == "html"):  # the serving charts' series: folded for the page only
+        followed = _followed(sources, rules, envelope, stall_timeout) if follow else None
+        report = followed.report if followed else diagnose_logs(sources, rules, _node_labels(sources), envelope)
     if report.run.line_count == 0:
         raise UsageError(f"{', '.join(label(s) for s in sources)}: empty input, nothing to analyse")
     redact = redactor(sources)
@@ -220,10 +225,8 @@ def explain_cmd(logs: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], one
 
 def _followed(sources: list[str], rules: Any, envelope: str | None, stall_timeout: float | None) -> Any:
     """explain --follow (many/follow.py); Ctrl-C there ends the follow, and the diagnosis so far is printed."""
-    import os
-
     from logdoctor.many.follow import follow_log
-    if len(sources) != 1 or (sources[0] != "-" and os.path.isdir(sources[0])):
+    if len(sources) != 1:
         raise UsageError("--follow reads one log: a growing file or - (a pipe)")
     return follow_log(sources[0], label(sources[0]), rules, envelope, stall_timeout)
 

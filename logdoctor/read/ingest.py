@@ -48,7 +48,7 @@ CR_LINES_MIN = 16
 MIN_WRAP_WIDTH, MAX_WRAP_WIDTH = 60, 4096   # terminal widths a hard wrap can come from
 _READ_BUFFER = 1 << 16
 
-__all__ = ["LAYER_NAMES", "MAX_LINE_BYTES", "TRUNCATION_MARK", "InputError", "Line", "clean_lines", "decoded_lines",
+__all__ = ["ANSI_ESCAPE", "LAYER_NAMES", "MAX_LINE_BYTES", "TRUNCATION_MARK", "InputError", "Line", "clean_lines", "decoded_lines",
            "iter_sources", "lines_from_text", "node_of", "open_source", "read_lines", "read_stream"]
 
 
@@ -82,7 +82,7 @@ def node_of(attrs: dict[str, str] | None) -> str | None:
 
 
 # Bounded repetitions throughout: a log line is untrusted input, and `re` backtracks.
-_ANSI = re.compile(r"\x1b\[[0-9;?]{0,64}[ -/]{0,16}[@-~]|\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]{0,64}[ -/]{0,16}[@-~]|\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # the digit runs are bounded and must start a number: a line of 40k digits costs 40k cheap steps
 _PROGRESS_NUMBERS = re.compile(r"(?<![0-9])[0-9]{1,3}%\||(?<![0-9])[0-9]{1,12}/[0-9]{1,12} \[")
 
@@ -173,7 +173,7 @@ def _raw_lines(stream: BinaryIO) -> Iterator[tuple[bytes, bool]]:
 def _clean(text: str) -> str:
     """ANSI colour and NUL removed, the CR of a CRLF dropped (other CRs are `_pieces`' business)."""
     if "\x1b" in text:
-        text = _ANSI.sub("", text)
+        text = ANSI_ESCAPE.sub("", text)
     if "\x00" in text:
         text = text.replace("\x00", "")
     if text.endswith("\r"):

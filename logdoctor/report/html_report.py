@@ -3,7 +3,9 @@
 The page holds the diagnosis as the text output tells it (verdict, root cause, evidence, why, what to do),
 each evidence line linked to an excerpt of the log around it, a per-rank stacked bar of GPU memory
 (weights, KV cache, CUDA graphs, reserve, free) with the KV formula and the configured and in-force
-`mem_fraction_static` marked, and a per-rank stage timeline on one time axis showing where each rank stopped.
+`mem_fraction_static` marked (a CUDA-graph segment the log prints no figure for, but the capture's fit gives,
+is drawn dashed and lighter and titled as an estimate), and a per-rank stage timeline on one time axis showing
+where each rank stopped (html_timeline.py).
 
 Charts are inline SVG written here, not a plotting library's output: a page that must open offline,
 survive `--redact` and be counted bar by bar in a browser test is served best by a few dozen `<rect>`s
@@ -19,14 +21,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from logdoctor.read.citations import where
+from logdoctor.read.ingest import ANSI_ESCAPE
 from logdoctor.report.html import ALSO_SEEN, VERDICT_COLORS
 from logdoctor.report.report import budget_line
-from logdoctor.run.model import STAGES
 
 if TYPE_CHECKING:
     from logdoctor.diagnosis.engine import Diagnosis
@@ -38,11 +39,7 @@ EXCERPT_LINES = 40         # evidence lines given an excerpt (the rest are liste
 EXCERPT_WIDTH = 400        # characters of a log line shown in an excerpt
 SEGMENTS = (("weights", "#5c6bc0"), ("kv_cache", "#26a69a"), ("cuda_graphs", "#ffa726"),
             ("reserve", "#bdbdbd"), ("free", "#eceff1"))
-STAGE_COLORS = {"init": "#90a4ae", "weights": "#5c6bc0", "kv_pool": "#26a69a", "graph_capture": "#ffa726",
-                "ready": "#2e7d32"}
 CHART_W, LABEL_W, ROW_H = 760, 110, 22
-_ANSI = re.compile(r"\x1b\[[0-9;?]{0,16}[A-Za-z]")
-_RANK_NUMBER = re.compile(r"(\d{1,9})\s*$")
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5em auto;max-width:64em;
@@ -70,14 +67,14 @@ class _Page:
 
 
 
-def _axis(rows: int, plot_w: float, span: float, unit: str) -> list[str]:
+def axis(rows: int, plot_w: float, span: float, unit: str) -> list[str]:
     """Five ticks under a chart of `rows` rows, 0 to `span` (GiB or seconds), then the end of the SVG."""
     y = 8 + rows * ROW_H + 14
     ticks = [f'<text x="{LABEL_W + plot_w * k / 4:.1f}" y="{y}" text-anchor="middle" fill="#757575">'
              f'{span * k / 4:.0f}{unit}</text>' for k in range(5)]
     return [*ticks, "</svg>"]
 
-def _escaper(redact: Any) -> Callable[[object], str]:
+def escaper(redact: Any) -> Callable[[object], str]:
     if redact is None:
         return lambda text: escape(str(text), quote=True)
     return lambda text: escape(redact.text(str(text)), quote=True)
@@ -144,11 +141,32 @@ def _diagnosis(report: Report, page: _Page, excerpted: set[tuple[str | None, int
 
 # ---------------------------------------------------------------------------------------------- memory
 
-def _segments(r: dict[str, Any]) -> list[tuple[str, float]]:
+def _graph_estimate(r: dict[str, Any], mem: dict[str, Any]) -> tuple[float, str] | None:
+    """A rank's CUDA-graph GiB when the log prints none for it but the capture's fit gives one (graph_memory.py),
+    with how: on the rank whose capture lines it read, or on every rank once the capture finished (tensor-parallel
+    ranks capture the same graphs). None when the numbers give nothing (a capture that died on another rank)."""
+    if r.get("graph_gib") is not None:
+        return None
+    g = mem.get("graphs") or {}
+    total = g.get("total_gib")
+    if not isinstance(total, (int, float)) or isinstance(total, bool) or not 0 < total < 1e6:
+        return None
+    died = g.get("failed_at_bs")
+    if g.get("rank") == r.get("rank"):
+        how = str(g.get("total_source") or "the capture's lines")
+        return float(total), how + (f", the capture died at bs {died}" if died is not None else "")
+    if g.get("finished") and died is None:
+        return float(total), f"as on {g.get('rank')}: every rank captures the same graphs"
+    return None
+
+
+def _segments(r: dict[str, Any], graph_estimate: float | None = None) -> list[tuple[str, float]]:
     """A rank's five segments in GiB, as `memory`'s ASCII bar splits them: the reserve is what the known
-    parts and the free memory leave of the free memory before weights; an unknown part counts as 0."""
+    parts and the free memory leave of the free memory before weights; an unknown part counts as 0 (the
+    graphs: their estimate, when given)."""
     total = r.get("pre_load_free_gib") or 0.0
-    w, kv, g = (max(0.0, r.get(k) or 0.0) for k in ("weights_gib", "kv_cache_gib", "graph_gib"))
+    w, kv = (max(0.0, r.get(k) or 0.0) for k in ("weights_gib", "kv_cache_gib"))
+    g = max(0.0, r.get("graph_gib") or graph_estimate or 0.0)
     free = max(0.0, r.get("available_gpu_mem_gib") or 0.0)
     reserve = max(0.0, total - w - kv - g - free)
     return [("weights", w), ("kv_cache", kv), ("cuda_graphs", g), ("reserve", reserve), ("free", free)]
@@ -164,16 +182,26 @@ def _memory(mem: dict[str, Any] | None, t: Callable[[object], str]) -> list[str]
     conf = mem.get("configured_mem_fraction_static")
     height = len(ranks) * ROW_H + 34
     svg = [f'<svg id="memory-chart" role="img" width="{CHART_W}" height="{height}" viewBox="0 0 {CHART_W} {height}">']
+    estimated: list[str] = []    # ranks whose CUDA-graph segment is an estimate
     for i, r in enumerate(ranks):
         y, x = 8 + i * ROW_H, float(LABEL_W)
         svg.append(f'<g class="rank-bar" data-rank="{t(r["rank"])}">'
                    f'<text x="{LABEL_W - 6}" y="{y + 13}" text-anchor="end">{t(r["rank"])}</text>')
-        for name, gib in _segments(r):
+        est = _graph_estimate(r, mem)
+        if est is not None:
+            estimated.append(str(r["rank"]))
+        for name, gib in _segments(r, est[0] if est else None):
             w = plot_w * gib / scale
             color = dict(SEGMENTS)[name]
-            svg.append(f'<rect class="seg seg-{name}" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW_H - 6}" '
-                       f'fill="{color}" stroke="#9e9e9e" stroke-width="0.5"><title>{t(r["rank"])} {name}: '
-                       f'{gib:.2f} GiB</title></rect>')
+            guess = est is not None and name == "cuda_graphs"
+            # an estimate is drawn lighter and dashed (a pattern fill would need a url() reference)
+            look = ' fill-opacity="0.45" stroke-dasharray="3 2"' if guess else ""
+            what = f"≈{gib:.2f} GiB, estimated ({est[1]})" if guess and est else f"{gib:.2f} GiB"
+            if name == "cuda_graphs" and not guess and r.get("graph_gib") is None:
+                what = "unknown (the log prints none for this rank)"
+            svg.append(f'<rect class="seg seg-{name}{" estimated" if guess else ""}" x="{x:.1f}" y="{y}" '
+                       f'width="{w:.1f}" height="{ROW_H - 6}" fill="{color}" stroke="#9e9e9e" stroke-width="0.5"'
+                       f'{look}><title>{t(r["rank"])} {name}: {t(what)}</title></rect>')
             x += w
         svg.append(f'<text x="{x + 4:.1f}" y="{y + 13}">{r["pre_load_free_gib"]:.1f} GiB</text>')
         # the static share m·P (weights + KV cache) ends here: configured m, and the m the numbers say
@@ -186,111 +214,37 @@ def _memory(mem: dict[str, Any] | None, t: Callable[[object], str]) -> list[str]
                            + (f' stroke-dasharray="{dash}"' if dash else "") + f'><title>{cls[4:]} '
                            f'mem_fraction_static {m:.3f}</title></line>')
         svg.append("</g>")
-    svg.extend(_axis(len(ranks), plot_w, scale, ""))
+    svg.extend(axis(len(ranks), plot_w, scale, ""))
     legend = "".join(f'<span><i style="background:{c}"></i>{n.replace("_", " ")}</span>' for n, c in SEGMENTS)
     eff = mem.get("effective_mem_fraction_static")
     legend += ('<span><i style="border:0;border-left:2px dashed #c62828;width:0"></i>configured mem_fraction_static '
                f'{t("unknown" if conf is None else f"{conf:g}")}</span>'
                '<span><i style="border:0;border-left:2px solid #000;width:0"></i>in force (from the numbers) '
                f'{t("unknown" if eff is None else f"{eff:.3f}")}</span>')
+    if estimated:
+        legend += ('<span><i style="background:#ffa726;opacity:.45;border-style:dashed"></i>CUDA graphs, estimated'
+                   '</span>')
     formula = "\n".join(mem.get("formula", []))
     return ["<h2>GPU memory per rank</h2>",
             f"<p>GiB, of the free memory before the weights (P). Reserve = P·(1 − m): activations and CUDA graphs."
             f" KV cache {t(_gib(mem.get('kv_cache_gib')))}"
-            + (f" for {mem['kv_tokens']:,} tokens" if mem.get("kv_tokens") else "") + ".</p>",
+            + (f" for {mem['kv_tokens']:,} tokens" if mem.get("kv_tokens") else "") + "."
+            + (f" The CUDA graphs of {t(_rank_list(estimated))} are an estimate (dashed, lighter): the log prints no graph"
+               " memory for them; see each bar's title for how." if estimated else "") + "</p>",
             "".join(svg), f'<div class="legend">{legend}</div>',
             f'<pre class="formula">{t(formula)}</pre>' if formula else ""]
 
 
+def _rank_list(ranks: list[str]) -> str:
+    return ", ".join(ranks) if len(ranks) <= 4 else f"{', '.join(ranks[:3])} and {len(ranks) - 3} more ranks"
+
+
 # ---------------------------------------------------------------------------------------------- timeline
 
-def _ts_secs(ts: str | None) -> float | None:
-    """A failure's full `YYYY-MM-DD HH:MM:SS` stamp in the stages' seconds (UTC epoch); None otherwise."""
-    if not ts or len(ts) < 19:
-        return None
-    try:
-        return datetime.strptime(ts[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None
-
-
-def _rank_reached(rm: Any, run: Run) -> str | None:
-    """The last stage a rank's own lines show it in (its memory figures); the run's when it printed none."""
-    reached = None
-    if rm.free_before_weights_gib is not None or rm.dist_init_gib is not None:
-        reached = "init"
-    if rm.free_after_weights_gib is not None or rm.weights_gib is not None:
-        reached = "weights"
-    if rm.kv_tokens is not None or rm.kv_gib is not None:
-        reached = "kv_pool"
-    if rm.graph_capture is not None or rm.graph_begin_free_gib is not None or rm.graph_gib is not None:
-        reached = "graph_capture"
-    if run.ready and reached in ("kv_pool", "graph_capture"):
-        reached = "ready"
-    return reached or run.last_stage
-
-
-def _failed_ranks(run: Run) -> dict[str, float | None]:
-    """Rank label → when its first fatal line was printed (None: time unknown)."""
-    out: dict[str, float | None] = {}
-    labels = {rm.rank: rm for rm in run.rank_list()}
-    for f in run.failures:
-        for label in labels:
-            m = _RANK_NUMBER.search(label)
-            if label == f.ranks or (f.ranks is None and m is not None and f.rank is not None and int(m.group(1)) == f.rank):
-                out.setdefault(label, _ts_secs(f.ts))
-    return out
-
-
 def _timeline(run: Run, t: Callable[[object], str]) -> list[str]:
-    spans = [(n, run.stages[n]) for n in STAGES if n in run.stages and run.stages[n].start_secs is not None]
-    ranks = run.rank_list()
-    if not spans:
-        return ["<h2>Stages per rank</h2><p>The log's lines carry no time stamps: no timeline.</p>"]
-    failed = _failed_ranks(run)
-    t0 = min(s.start_secs for _, s in spans if s.start_secs is not None)
-    ends = [s.end_secs or s.start_secs for _, s in spans] + [v for v in failed.values() if v is not None]
-    t1 = max(e for e in ends if e is not None)
-    t1 = max(t1, t0 + 1.0)
-    plot_w = CHART_W - LABEL_W - 170  # room on the right for "✗ failed in graph_capture"
-    rows = [(rm.rank, _rank_reached(rm, run)) for rm in ranks] or [("all ranks", run.last_stage)]
-
-    def x_of(secs: float) -> float:
-        return LABEL_W + plot_w * (min(max(secs, t0), t1) - t0) / (t1 - t0)
-
-    height = len(rows) * ROW_H + 34
-    svg = [f'<svg id="timeline-chart" role="img" width="{CHART_W}" height="{height}" viewBox="0 0 {CHART_W} {height}">']
-    for i, (label, reached) in enumerate(rows):
-        y = 8 + i * ROW_H
-        stop = STAGES.index(reached) if reached in STAGES else len(STAGES) - 1
-        fail_at = failed.get(label)
-        svg.append(f'<g class="rank-row" data-rank="{t(label)}" data-reached="{t(reached or "")}">'
-                   f'<text x="{LABEL_W - 6}" y="{y + 13}" text-anchor="end">{t(label)}</text>')
-        end_x = float(LABEL_W)
-        for j, (name, st) in enumerate(spans):
-            if STAGES.index(name) > stop:
-                break
-            assert st.start_secs is not None
-            nxt = spans[j + 1][1].start_secs if j + 1 < len(spans) else None
-            end = st.end_secs if st.end_secs is not None else (nxt if nxt is not None else (fail_at or t1))
-            x0, x1 = x_of(st.start_secs), x_of(end)
-            svg.append(f'<rect class="stage stage-{name}" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 2):.1f}" '
-                       f'height="{ROW_H - 6}" fill="{STAGE_COLORS[name]}"><title>{t(label)} {name}: '
-                       f'{st.start_secs - t0:.0f}s → {end - t0:.0f}s</title></rect>')
-            end_x = max(x0 + 2, x1)
-        if label in failed:
-            fx = x_of(fail_at) if fail_at is not None else end_x
-            svg.append(f'<text class="stopped failed" x="{fx + 3:.1f}" y="{y + 13}" fill="#c62828" font-weight="bold">'
-                       f'✗ failed in {t(reached or "?")}</text>')
-        elif reached != "ready":
-            svg.append(f'<text class="stopped" x="{end_x + 3:.1f}" y="{y + 13}" fill="#ef6c00">■ stopped in '
-                       f'{t(reached or "?")}</text>')
-        svg.append("</g>")
-    svg.extend(_axis(len(rows), plot_w, t1 - t0, "s"))
-    legend = "".join(f'<span><i style="background:{c}"></i>{n.replace("_", " ")}</span>' for n, c in STAGE_COLORS.items())
-    return ["<h2>Stages per rank</h2>",
-            "<p>Seconds from the first stage. A rank's row ends at the last stage its own lines show.</p>",
-            "".join(svg), f'<div class="legend">{legend}</div>']
+    """The per-rank stage timeline (html_timeline.py, which imports this module's chart geometry)."""
+    from logdoctor.report.html_timeline import timeline
+    return timeline(run, t)
 
 
 # ---------------------------------------------------------------------------------------------- excerpts
@@ -338,7 +292,7 @@ def _line_reader(report: Report) -> Callable[[str | None, set[int]], dict[int, s
                 for n, raw in enumerate(f, 1):
                     if n in numbers:
                         text = raw[:EXCERPT_WIDTH * 4].decode("utf-8", "replace").rstrip("\r\n")
-                        found[n] = _ANSI.sub("", text)[:EXCERPT_WIDTH]
+                        found[n] = ANSI_ESCAPE.sub("", text)[:EXCERPT_WIDTH]
                     if n >= last:
                         break
         except (InputError, OSError, EOFError):
@@ -352,17 +306,18 @@ def _line_reader(report: Report) -> Callable[[str | None, set[int]], dict[int, s
 def explain_html_page(report: Report, redact: Any = None,
                       read_lines: Callable[[str | None, set[int]], dict[int, str]] | None = None) -> str:
     """The whole page. `redact`: a `report.redact.Redactor` (its placeholders are escaped like any text)."""
-    page = _Page(_escaper(redact), read_lines or _line_reader(report))
+    page = _Page(escaper(redact), read_lines or _line_reader(report))
     excerpts, excerpted = _excerpts(report, page)
     t = page.t
     title = f"logdoctor: {report.verdict} · {report.source}"
     story, also_seen = _diagnosis(report, page, excerpted)
-    body = [_headline(report, t), *story, *_memory(report.memory, t), *_timeline(report.run, t), also_seen,
-            *excerpts]
+    from logdoctor.report.html_serving import serving_section  # the serving charts (SERVING's module)
+    body = [_headline(report, t), *story, *_memory(report.memory, t), *_timeline(report.run, t),
+            *serving_section(report.run, t), also_seen, *excerpts]
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{t(title)}</title><style>{CSS}</style></head><body>\n"
             + "\n".join(b for b in body if b) + "\n</body></html>")
 
 
-__all__ = ["explain_html_page"]
+__all__ = ["CHART_W", "CSS", "LABEL_W", "ROW_H", "axis", "escaper", "explain_html_page"]

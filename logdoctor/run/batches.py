@@ -5,6 +5,9 @@ Batch lines come two ways, and both give the same figures: one event at a time (
 in bulk as newline-joined raw lines that ingest hands over without parsing them (`add_batch_lines`,
 which is how multi-GB serving logs are read). Memory stays bounded: throughput keeps exact values up
 to `EXACT_LIMIT` and then switches to a log-spaced histogram (≤0.5 % relative error).
+
+Both ways also feed `series` (serving_series.py: the figures over time, for the HTML report) when one was
+given; when not, they do nothing more than one `is None` test per call.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from logdoctor.events import Event
+from logdoctor.run.serving_series import ServingSeries
 
 EXACT_LIMIT = 200_000
 BATCH_KINDS = frozenset({"decode_batch", "prefill_batch"})
@@ -101,9 +105,12 @@ class BatchStats:
         self.peak_usage: float | None = None
         self.peak_queue: int | None = None
         self.peak_running: int | None = None
+        self.series: ServingSeries | None = None   # the figures over time, when asked for
 
     def add(self, ev: Event) -> None:
         """One parsed batch event (a kind in BATCH_KINDS)."""
+        if self.series is not None:
+            self.series.add(ev)
         f = ev.fields
         if ev.kind == "decode_batch":
             self.n_decode += 1
@@ -125,6 +132,8 @@ class BatchStats:
     def add_batch_lines(self, blob: bytes) -> None:
         """Newline-joined raw batch lines, envelope and all (the bulk path): only the figures that
         `add` takes from a parsed event are searched for, by one bounded regex each."""
+        if self.series is not None:
+            self.series.add_batch_lines(blob)
         self.n_decode += blob.count(b"Decode batch")
         self.n_prefill += blob.count(b"Prefill batch")
         self.decode_tput.extend(map(float, _RX_TPUT.findall(blob)))

@@ -13,7 +13,9 @@ the tool sees the same Run. `fold_source` is the usual start: read, parse and fo
 
 Memory is bounded whatever the log's size: the builder keeps counters, one record per stage and per
 rank, at most MAX_FAILURES failures and warnings, and throughput quantiles that turn into a histogram;
-no event is kept.
+no event is kept. When asked (`series=True`, or inside serving_series.collecting_series: the HTML
+report), it also folds the serving figures over time into at most MAX_POINTS buckets (`ServingSeries`,
+kept beside the Run, never in its JSON).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from logdoctor.parse.serverargs import parse_server_args
 from logdoctor.run.batches import BATCH_KINDS, BatchStats
 from logdoctor.run.model import MAX_FAILURES, Failure, Run
 from logdoctor.run.rank_memory import RankMemoryFold
+from logdoctor.run.serving_series import ServingSeries, attach, series_wanted
 from logdoctor.run.stages import StageTracker
 
 if TYPE_CHECKING:
@@ -64,11 +67,16 @@ _VERSION = re.compile(r"\bsglang(?:==| version:? ?|-)v?(\d{1,4}\.\d{1,4}\.\d{1,4
 
 
 class RunBuilder:
-    """Folds events one at a time (streaming) into `run`; `finish` once they are all in."""
+    """Folds events one at a time (streaming) into `run`; `finish` once they are all in.
 
-    def __init__(self, source: str = "") -> None:
+    `series`: also fold the serving figures over time (serving_series.py, for the HTML report; a cost
+    per batch line, so only when asked). None: as `collecting_series` says here (default off)."""
+
+    def __init__(self, source: str = "", series: bool | None = None) -> None:
         self.run = Run(source=source)
         self.batch_stats = BatchStats()
+        if series if series is not None else series_wanted():
+            self.batch_stats.series = ServingSeries()
         self.stage_tracker = StageTracker(self.run)
         self.rank_memory = RankMemoryFold(self.run)
         self.last_line = 0
@@ -131,6 +139,8 @@ class RunBuilder:
         run = self.run
         self.stage_tracker.finish()
         run.batches = self.batch_stats.to_dict()
+        if self.batch_stats.series is not None:
+            attach(run, self.batch_stats.series)
         if line_count is not None:
             run.line_count = max(line_count, self.last_line)
         return run
@@ -175,24 +185,25 @@ class Folding:
 
 
 def fold_lines(read: Callable[[BatchSink], Iterable[Line]], label: str,
-               citations: Citations | None = None) -> Folding:
+               citations: Citations | None = None, series: bool | None = None) -> Folding:
     """Parse and fold the lines `read(sink)` yields, where `sink` is the builder's own: the periodic
     batch lines go to it in bulk instead of being parsed (which is why the builder must exist before
-    the lines are read). For a source other than a path (a stream read once, a filtered node)."""
+    the lines are read). For a source other than a path (a stream read once, a filtered node).
+    `series` as RunBuilder takes it."""
     # the parser (and lark) is imported once a log is read, not by whoever needs only the builder
     from logdoctor.parse.parse import parse_lines
-    builder = RunBuilder(label)
+    builder = RunBuilder(label, series)
     return Folding(parse_lines(read(builder.add_batch_lines), label, citations), builder)
 
 
 def fold_source(source: str | os.PathLike[str], label: str | None = None, envelope: str | None = None,
-                citations: Citations | None = None) -> Folding:
+                citations: Citations | None = None, series: bool | None = None) -> Folding:
     """Read, parse and fold one log, batch lines on the bulk path (constant memory). `label` names the
     log in the Run and the events (default: `source`); `envelope` as `ingest.read_lines` takes it. The
     run's positions are in reading order; `citations`, when given, is filled with the map that turns
-    them into lines as given (model.cite_run)."""
+    them into lines as given (model.cite_run); `series` as RunBuilder takes it."""
     from logdoctor.read.ingest import read_lines
-    return fold_lines(lambda sink: read_lines(source, sink, envelope), label or str(source), citations)
+    return fold_lines(lambda sink: read_lines(source, sink, envelope), label or str(source), citations, series)
 
 
 def summarize_source(source: str, envelope: str | None = None, citations: Citations | None = None) -> Run:

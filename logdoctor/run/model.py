@@ -35,6 +35,16 @@ class Stage:
         return round(d + 86400, 2) if d < -3600 else round(d, 2)  # time-only stamps past midnight
 
 
+@dataclass
+class RankStages:
+    """One rank's launch as its own prefixed lines show it (StageTracker fills it; the HTML timeline reads it;
+    not in the Run's JSON). O(stages) per rank: a first and last time per stage, not the lines."""
+    rank: str
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # stage → (first, last) secs of its lines
+    reached: str | None = None          # the furthest stage (STAGES order) its lines show, timed or not
+    last_secs: float | None = None      # its last timed line before the server was ready: where it stopped
+
+
 MAX_CAPTURE_SAMPLES = 600   # capture progress samples kept per rank (SGLang's longest lists are ~70 sizes)
 
 
@@ -112,6 +122,12 @@ class Run:
     unparsed_count: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
     templates: set[str] = field(default_factory=set)
+    # for the HTML timeline only, kept out of `to_dict` (the JSON of every report stays as it was):
+    # each rank's own stage times, and the run-wide warm-up (main-process lines: uvicorn listening or the
+    # first warm-up request, to ready or to the warm-up failure)
+    rank_stages: dict[str, RankStages] = field(default_factory=dict, repr=False, compare=False)
+    warmup: Stage | None = field(default=None, repr=False, compare=False)
+    last_secs: float | None = field(default=None, repr=False, compare=False)  # the last timed line folded
 
     @property
     def ready(self) -> bool:
@@ -183,5 +199,5 @@ def cite_run(run: Run, citations: Citations) -> dict[str, Any]:
     return nodes if citations.several_nodes else {"stages": {}, "failures": [], "warnings": []}
 
 
-__all__ = ["MAX_CAPTURE_SAMPLES", "MAX_FAILURES", "STAGES", "Failure", "GraphCapture", "RankMemory", "Run", "Stage",
-           "cite_run"]
+__all__ = ["MAX_CAPTURE_SAMPLES", "MAX_FAILURES", "STAGES", "Failure", "GraphCapture", "RankMemory", "RankStages", "Run",
+           "Stage", "cite_run"]

@@ -171,6 +171,13 @@ def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] 
     except Exception as e:  # one broken file must not end the batch
         row.error = f"internal error: {type(e).__name__}: {e}"
         return row, None
+    return row_of_report(path, report, want_run)
+
+
+def row_of_report(path: str, report: Any, want_run: bool = False) -> tuple[BatchRow, dict[str, Any] | None]:
+    """A diagnosed log's row (and its flattened run when `want_run`): the one place a Report becomes a row,
+    whatever engine read the log (this module's workers, `logdoctor.fleet` on Ray)."""
+    row = BatchRow(path)
     row.verdict = report.verdict
     row.last_stage = report.run.last_stage
     row.warnings = sum(d.rule.severity == "warning" for d in report.diagnoses)

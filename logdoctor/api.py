@@ -284,6 +284,10 @@ def runs(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, ru
         if unknown:
             raise ValueError(f"unknown column {unknown[0]!r}{_did_you_mean(unknown[0], every)} "
                              f"(columns: {', '.join(every)})")
+    from logdoctor.many.dataset_read import dataset_results, is_dataset
+    if wanted and all(is_dataset(p) for p in wanted):  # results of `batch -o DIR/`: no log is read again
+        df = dataset_results(wanted, every)
+        return df.select(list(columns)) if columns is not None else df
     rows, found = collect(wanted, [], jobs, want_run=True, timeout=timeout, rules=_ruleset(rules), envelope=envelope)
     errors = [r for r in rows if r.error is not None]
     if not found:

@@ -94,9 +94,13 @@ def test_parquet_outputs_read_back_with_documented_columns(tmp_path: Path) -> No
     assert df.columns == list(BatchRow.__dataclass_fields__)
     assert df.height == len(list(discover([str(LOGS)])))
     ev = pl.read_parquet(events)
-    assert ev.columns == ["path", "line", "rank", "ts", "kind", "fields"]
+    from logdoctor.many.schema import EVENT_SCHEMA
+    assert dict(ev.schema) == EVENT_SCHEMA  # typed as the dataset's events (logdoctor/results.schema.json)
     assert ev.filter(pl.col("kind") == "server_ready").height >= 5
-    json.loads(ev["fields"][0])
+    json.loads(ev["fields_json"][0])
+    kv = ev.filter(pl.col("kind") == "kv_cache_allocated").drop_nulls("ts")
+    assert kv.height and kv["ts"].dtype == pl.Datetime("us") and kv["rank_number"].dtype == pl.Int64
+    assert kv["fields"].struct.field("kv_gib").drop_nulls().len() > 0 and kv["fields"].struct.field("kv_gib").dtype == pl.Float64
     assert not list(tmp_path.glob(".logdoctor-*"))
 
 

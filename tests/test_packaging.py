@@ -99,8 +99,10 @@ def test_requires_python_admits_3_10_and_the_classifiers_agree() -> None:
 
 def test_every_dependency_has_an_upper_bound_that_admits_the_installed_version() -> None:
     project = _pyproject()["project"]
+    extras = project.get("optional-dependencies", {})
+    installed_here = set(project["dependencies"]) | set(extras.get("test", []))  # what CI installs
     declared = list(project["dependencies"])
-    for extra in project.get("optional-dependencies", {}).values():
+    for extra in extras.values():
         declared += extra
     assert declared
     for line in declared:
@@ -110,6 +112,8 @@ def test_every_dependency_has_an_upper_bound_that_admits_the_installed_version()
         assert uppers and lowers, f"{line}: needs a lower bound and an upper bound on the next major version"
         if req.marker is not None and not req.marker.evaluate({"extra": "test"}):
             continue  # e.g. tomli, needed only below Python 3.11
+        if line not in installed_here:
+            continue  # an extra CI does not install (gcsfs, adlfs): its bounds are checked above, not its version
         installed = metadata.version(req.name)
         assert req.specifier.contains(installed, prereleases=True), f"{line} refuses installed {req.name} {installed}"
 

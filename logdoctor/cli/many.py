@@ -67,6 +67,55 @@ def _collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | Non
     return rows, runs
 
 
+ENGINE = "logdoctor.engine"  # ctx.meta: {"engine": ..., "ray_address": ...}, noted by batch's --engine options
+
+
+def _note_engine(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta.setdefault(ENGINE, {})[param.name] = value
+    return value
+
+
+def _on_ray_engine() -> bool:
+    """Whether this batch runs on Ray (`--engine ray`, or `--ray-address`, which implies it)."""
+    noted = click.get_current_context().meta.get(ENGINE, {})
+    return noted.get("engine") == "ray" or bool(noted.get("ray_address"))
+
+
+def _on_ray(work: Any, jobs: int | None) -> Any:
+    """`batch --engine ray`: start a local Ray (or join --ray-address), `work(fleet)`, then shut it down."""
+    from logdoctor.fleet import FleetError, init, shutdown
+    address = click.get_current_context().meta.get(ENGINE, {}).get("ray_address") or None
+    try:
+        started = init(address, jobs)
+    except FleetError as e:
+        raise UsageError(str(e)) from None
+    try:
+        import logdoctor.fleet as fleet
+        return work(fleet)
+    except FleetError as e:
+        raise UsageError(str(e)) from None
+    finally:
+        if started:
+            shutdown()
+
+
+def _ray_collect(paths: tuple[str, ...], rule_dirs: tuple[str, ...], jobs: int | None, envelope: str | None,
+                 events: bool = False) -> tuple[list[Any], list[dict[str, Any]]]:
+    """_collect on Ray (logdoctor.fleet): the same rows, sorted by path."""
+    if events:
+        raise UsageError("--events: not with --engine ray (the Ray engine writes the results table only)")
+    if not paths:
+        raise UsageError("no logs given: pass files, directories or globs")
+    if "-" in paths and not os.path.lexists("-"):
+        raise UsageError("-: batch, runs and clusters read files, not stdin (use 'logdoctor explain -')")
+    rules = load_rules(rule_dirs)
+    rows = _on_ray(lambda fleet: fleet.rows(list(paths), rules, envelope=envelope), jobs)
+    if not rows:
+        raise UsageError(f"{' '.join(display_path(p) for p in paths)}: no logs found "
+                         "(*.log, *.txt, *.out, *.err, rotated or .gz)")
+    return rows, []
+
+
 def _emit(df: Any, fmt: str, dest: Destination | None, footer: str | None = None, redact: Any = None) -> None:
     from logdoctor.many.tables import write
     if redact is not None:  # the frame's strings, so every format (parquet too) writes them redacted
@@ -102,16 +151,18 @@ def _batch_document(rows: list[Any], fmt: str, fail_on: str, rule_dirs: tuple[st
 def _write_events(dest: Destination, files: list[IO[bytes]]) -> None:
     import polars as pl
 
+    from logdoctor.many.schema import EVENT_SCHEMA
     from logdoctor.many.workers import scratch_path
-    schema = {"path": pl.Utf8, "line": pl.Int64, "rank": pl.Utf8, "ts": pl.Utf8, "kind": pl.Utf8, "fields": pl.Utf8}
+    as_json = {**EVENT_SCHEMA, "ts": pl.Int64}  # the workers write ts as microseconds (many/batch.py)
     for f in files:
         f.flush()
     parts = [scratch_path(f) for f in files if os.fstat(f.fileno()).st_size > 0]
     with dest.writing() as path:
         if parts:
-            pl.scan_ndjson(parts, schema=schema).sink_parquet(path)
+            pl.scan_ndjson(parts, schema=as_json).with_columns(pl.col("ts").cast(EVENT_SCHEMA["ts"])) \
+                .sink_parquet(path)
         else:
-            pl.DataFrame(schema=schema).write_parquet(path)
+            pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(path)
 
 
 def _check_outputs(fmt: str, output: str | None, events_out: str | None = None
@@ -124,6 +175,54 @@ def _check_outputs(fmt: str, output: str | None, events_out: str | None = None
     return dest, events_dest
 
 
+def _batch_dataset(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
+                   rule_dirs: tuple[str, ...], timeout: float, events_out: str | None, envelope: str | None,
+                   fail_on: str, partition_by: str | None, resume: bool, row_group: int) -> int:
+    """`batch -o DIR/`: see many/dataset.py; a summary line on stderr, the exit code of batch."""
+    from click.core import ParameterSource
+
+    from logdoctor.many.dataset import EVENTS_DIR, DatasetError, is_dataset_target, run_dataset_batch
+    ctx = click.get_current_context()
+    if output is None or not is_dataset_target(output):
+        raise UsageError("--partition-by / --resume: write a dataset, -o DIR/ (a directory)")
+    if ctx.get_parameter_source("fmt") is ParameterSource.COMMANDLINE and fmt != "parquet":
+        raise UsageError(f"-o {display_path(output)}: a directory is a Parquet dataset (--format parquet)")
+    if redacting():
+        raise UsageError("--redact: a dataset is written as logs finish and cannot be redacted; write -o FILE")
+    root = output.rstrip("/" + os.sep) or output
+    with_events = events_out is not None
+    if with_events and os.path.abspath(events_out or "") != os.path.abspath(os.path.join(root, EVENTS_DIR)):
+        raise UsageError(f"--events {display_path(events_out or '')}: with -o DIR/ the events are a dataset "
+                         f"too: --events {display_path(os.path.join(root, EVENTS_DIR))}/")
+    if not paths:
+        raise UsageError("no logs given: pass files, directories or globs")
+    rules = load_rules(rule_dirs)
+    try:
+        if _on_ray_engine():  # --engine ray: the same dataset, written by this process as Ray's rows arrive
+            if with_events:
+                raise UsageError("--events: not with --engine ray (the Ray engine writes the results table only)")
+            summary = _on_ray(lambda fleet: fleet.write_dataset(list(paths), root, rules, partition_by=partition_by,
+                                                                resume=resume, row_group=row_group, envelope=envelope),
+                              jobs)
+        else:
+            summary = run_dataset_batch(list(paths), root, partition_by=partition_by, resume=resume,
+                                        with_events=with_events, rule_dirs=list(rule_dirs), jobs=_jobs(jobs),
+                                        progress=_progress(no_progress), timeout=timeout, rules=rules,
+                                        envelope=envelope, row_group=row_group)
+    except DatasetError as e:
+        raise UsageError(str(e)) from None
+    if summary.diagnosed + summary.skipped == 0:
+        raise UsageError(f"{' '.join(display_path(p) for p in paths)}: no logs found "
+                         "(*.log, *.txt, *.out, *.err, rotated or .gz)")
+    click.echo(summary.line(root), err=True)
+    for path, why in summary.errors:
+        click.echo(f"logdoctor: {path}: {why}", err=True)
+    if summary.errors:
+        return EXIT_USAGE
+    fails = any(meets_fail_on(v, v in summary.with_warnings, fail_on) for v in summary.verdicts)
+    return EXIT_FAILURE_FOUND if fails else EXIT_OK
+
+
 def register(cli: click.Group) -> None:
     fmt_opt = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "jsonl", "parquet", "junit",
                                                                 "sarif"]),
@@ -132,8 +231,8 @@ def register(cli: click.Group) -> None:
                            help="Write here instead of stdout (atomically; a symlink's target, FIFO or device "
                                 "is written through, an existing file keeps its mode).")
     jobs_opt = click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
-                            help="Worker processes (default: the usable cores; never more than the files, "
-                                 "nor twice the cores).")
+                            help="Worker processes (default: the CPUs this process may use — affinity and "
+                                 "cgroup quota; never more than the files, nor twice the CPUs).")
     prog_opt = click.option("--no-progress", is_flag=True, help="No progress bar (it is only shown on a terminal).")
     rules_opt = click.option("--rules", "rule_dirs", multiple=True, metavar="DIR")
     timeout_opt = click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_S,
@@ -151,18 +250,40 @@ def register(cli: click.Group) -> None:
     @cli.command("batch")
     @click.argument("paths", nargs=-1)
     @many_logs
-    @click.option("--events", "events_out", metavar="FILE.parquet", help="Also write every event of every log.")
+    @click.option("--events", "events_out", metavar="FILE.parquet", help="Also write every event of every log "
+                  "(with -o DIR/: --events DIR/events/, a partitioned dataset).")
+    @click.option("--partition-by", "partition_by", metavar="date|path:N|none",
+                  help="With -o DIR/: hive partitions by the launch's date or the N-th path component "
+                       "(default: none).")
+    @click.option("--resume", is_flag=True, help="With -o DIR/: continue that dataset, skipping logs already "
+                  "in it (same path and content hash).")
+    @click.option("--row-group-size", "row_group", type=click.IntRange(1), default=2000, show_default=True,
+                  help="With -o DIR/: rows per part file (each finished log is journalled at once).")
+    @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                  expose_value=False, callback=_note_engine,
+                  help="local: worker processes on this machine; ray: a Ray Data pipeline (logdoctor[ray]) on a "
+                       "local Ray with --jobs CPUs, or on the cluster at --ray-address. Same rows.")
+    @click.option("--ray-address", "ray_address", metavar="ADDR", expose_value=False, callback=_note_engine,
+                  help="The Ray cluster to run on (auto, HOST:6379, ray://HOST:10001; default: $RAY_ADDRESS, as "
+                       "`ray job submit` sets it); implies --engine ray.")
     @envelope_option
     @fail_on_option("Exit 1 when a row is at or past this verdict: failed; incomplete (also a hang or a "
                        "fragment); warning (also a healthy launch with a warning-severity diagnosis).")
     def batch_cmd(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int | None, no_progress: bool,
                   rule_dirs: tuple[str, ...], timeout: float, events_out: str | None, envelope: str | None,
-                  fail_on: str) -> int:
+                  fail_on: str, partition_by: str | None = None, resume: bool = False, row_group: int = 2000) -> int:
         """Diagnose every log under PATHS (files, directories, globs, .gz): one row per log.
+
+        `-o DIR/` (a trailing slash, or a dataset already) writes a Parquet dataset as logs finish
+        (DIR/runs/, DIR/events/ with --events), resumable with --resume; `logdoctor runs DIR` reads it.
 
         Exit codes: 0 every log read and none at or past --fail-on, 1 at least one row at or past --fail-on
         (default: a failed launch), 2 a usage error or a log that could not be read or ran over --timeout.
         """
+        from logdoctor.many.dataset import is_dataset_target
+        if is_dataset_target(output) or partition_by is not None or resume:
+            return _batch_dataset(paths, fmt, output, jobs, no_progress, rule_dirs, timeout, events_out, envelope,
+                                  fail_on, partition_by, resume, row_group)
         from logdoctor.many.batch import BatchRow, row_dict
         fmt = output_format(fmt, output)  # `-o x.parquet` without --format writes parquet
         dest, events_dest = _check_outputs(fmt, output, events_out)
@@ -171,8 +292,11 @@ def register(cli: click.Group) -> None:
         # events go to unlinked temp files (one per worker): nothing to clean up, even after SIGKILL
         event_files: list[IO[bytes]] = []
         try:
-            rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, timeout,
-                               event_files if events_dest else None, envelope)
+            if _on_ray_engine():
+                rows, _ = _ray_collect(paths, rule_dirs, jobs, envelope, events_dest is not None)
+            else:
+                rows, _ = _collect(paths, rule_dirs, jobs, no_progress, False, timeout,
+                                   event_files if events_dest else None, envelope)
             redact = redactor(_read(rows))
             from logdoctor.many.tables import (  # polars: only once the workers have forked
                 batch_summary,
@@ -212,7 +336,16 @@ def register(cli: click.Group) -> None:
         if fmt in ("junit", "sarif"):
             raise UsageError(f"--format {fmt}: a batch format (logdoctor batch --format {fmt})")
         dest, _ = _check_outputs(fmt, output)
-        rows, runs = _collect(paths, rule_dirs, jobs, no_progress, True, timeout)
+        from logdoctor.many.dataset_read import DatasetError, dataset_runs, is_dataset
+        if paths and any(is_dataset(p) for p in paths):  # a results dataset (batch -o DIR/): no log is read again
+            if not all(is_dataset(p) for p in paths):
+                raise UsageError("runs: give either results datasets (batch -o DIR/) or logs, not both")
+            try:
+                rows, df = dataset_runs(list(paths))
+            except DatasetError as e:
+                raise UsageError(str(e)) from None
+        else:
+            rows, runs = _collect(paths, rule_dirs, jobs, no_progress, True, timeout)
         from logdoctor.many.tables import (
             RUN_TABLE_COLUMNS,
             apply_filters,
@@ -221,7 +354,8 @@ def register(cli: click.Group) -> None:
             group_runs,
             select_columns,
         )
-        df = frame(runs, RUN_COLUMNS)
+        if not paths or not is_dataset(paths[0]):
+            df = frame(runs, RUN_COLUMNS)
         try:
             df = apply_filters(df, filters)
             if group_by:

@@ -269,6 +269,11 @@ def _github(report: Any, redact: Any = None, dest: Any = None) -> None:
                              f"({e.strerror or e})") from None
 
 
+def _is_url(text: str) -> bool:
+    from logdoctor.read.remote import is_url  # only for what looks like one: a plain path never loads it
+    return is_url(text)
+
+
 def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:
     """The files of one launch: directories expanded (--one-launch), `-` at most once, no repeats."""
     import os
@@ -276,7 +281,15 @@ def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:
     from logdoctor.many.batch import discover_inputs
     out: list[str] = []
     for s in sources:
-        if s != "-" and os.path.isdir(s):
+        if one_launch and "://" in s and s.endswith("/") and _is_url(s):  # a prefix in object storage, as a directory
+            found = list(discover_inputs([s]))
+            for path, problem in found:
+                if problem is not None:
+                    raise UsageError(f"{label(path)}: {problem}")
+            if not found:
+                raise UsageError(f"{label(s)}: no logs under this prefix (*.log, *.txt, *.out, *.err, *.gz)")
+            out.extend(path for path, _ in found)
+        elif s != "-" and os.path.isdir(s):
             if not one_launch:
                 raise UsageError(f"{label(s)}: is a directory: add --one-launch to read every log in it as the "
                                  f"logs of one launch, or use 'logdoctor batch {label(s)}' for one diagnosis per log")

@@ -16,9 +16,10 @@ import json
 import os
 import re
 import sys
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from logdoctor.paths import display_path, display_text
@@ -28,6 +29,7 @@ from logdoctor.paths import display_path, display_text
 # Bounded repetition only: a file name is untrusted input too.
 LOG_NAME = re.compile(r"(?:\.(?:log|txt|out|err)(?:[.-][0-9][0-9._-]{0,31})?(?:\.gz)?|\.gz)$")
 DEFAULT_TIMEOUT_S = 120.0
+_EPOCH, _MICROSECOND = datetime(1970, 1, 1), timedelta(microseconds=1)
 
 
 @dataclass
@@ -57,10 +59,19 @@ def discover_inputs(paths: Iterable[str], all_files: bool = False) -> Iterator[t
     """(path, problem) for files, directories (recursive, symlinked directories not followed) and globs.
 
     `problem` is None for a file to try, or why a directory could not be listed: an unreadable
-    directory is a finding, not an empty one. Never raises.
+    directory is a finding, not an empty one. URLs (`s3://b/logs/`, `gs://b/**/*.log`) are listed by
+    `read.remote.discover_urls` with the same name filter; a missing bucket is one (url, problem). Never raises.
     """
     seen: set[str] = set()
     for p in paths:
+        if "://" in p:  # s3://…, gs://…, file://…: objects, prefixes and globs listed by read.remote
+            from logdoctor.read.remote import discover_urls, is_url
+            if is_url(p):
+                for url, problem in discover_urls(p, (lambda _name: True) if all_files else is_log_name):
+                    if url not in seen:
+                        seen.add(url)
+                        yield url, problem
+                continue
         matches = sorted(glob.glob(p, recursive=True)) if glob.has_magic(p) else [p]
         if not matches:
             yield p, None  # reported as missing
@@ -104,7 +115,9 @@ def precheck(path: str) -> str | None:
 
     The same checks `open_source` makes for every other command (sniff.check_path: device, socket,
     binary, corrupt compression by magic bytes), except that FIFOs and the null device are refused
-    without being opened: a directory walk must not wait for a writer on every FIFO it meets.
+    without being opened: a directory walk must not wait for a writer on every FIFO it meets. A URL is
+    checked by its metadata (no such object / bucket, access denied, empty: remote.check_url); what its
+    content is wrong with (binary, corrupt) is the InputError of reading it, with the same reason.
     """
     from logdoctor.read.sniff import check_path
     return check_path(path)
@@ -121,6 +134,14 @@ def _non_text_ratio(head: bytes) -> float:
 _RULES: list[Any] | None = None  # set in the parent before workers fork: they share it copy-on-write
 _EVENTS: IO[bytes] | None = None  # this process's events file (an unlinked temp file), when --events
 _ENVELOPE: str | None = None      # --envelope (None: detected per file); set before workers fork, like _RULES
+# the typed events of the file being diagnosed (schema.typed_event records), when a dataset wants them
+_TYPED_EVENTS: list[dict[str, Any]] | None = None
+
+
+def capture_typed_events(sink: list[dict[str, Any]] | None) -> None:
+    """Collect each diagnosed file's events into `sink` (None: stop), typed as schema.EVENT_SCHEMA."""
+    global _TYPED_EVENTS
+    _TYPED_EVENTS = sink
 
 
 def _set_events(sink: IO[bytes] | None) -> None:
@@ -145,6 +166,8 @@ def diagnose_path(path: str, want_run: bool = False) -> tuple[BatchRow, dict[str
 def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] | None]:
     from logdoctor.diagnosis.ranking import diagnose_source
     from logdoctor.read.ingest import InputError
+    global _LAST_REPORT
+    _LAST_REPORT = None
     row = BatchRow(path)
     problem = precheck(path)
     if problem is not None:
@@ -152,7 +175,7 @@ def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] 
         return row, None
     assert _RULES is not None
     try:
-        if _EVENTS is not None:
+        if _EVENTS is not None or _TYPED_EVENTS is not None:
             report = _diagnose_with_events(path)
         else:
             report = diagnose_source(path, _RULES, display_path(path), _ENVELOPE)
@@ -171,7 +194,16 @@ def _diagnose_path(path: str, want_run: bool) -> tuple[BatchRow, dict[str, Any] 
     except Exception as e:  # one broken file must not end the batch
         row.error = f"internal error: {type(e).__name__}: {e}"
         return row, None
+    _LAST_REPORT = report
     return row_of_report(path, report, want_run)
+
+
+_LAST_REPORT: Any = None  # the Report of the file this process diagnosed last (for the dataset's date column)
+
+
+def last_report() -> Any:
+    """The Report `diagnose_path` made last in this process (None after a file that could not be read)."""
+    return _LAST_REPORT
 
 
 def row_of_report(path: str, report: Any, want_run: bool = False) -> tuple[BatchRow, dict[str, Any] | None]:
@@ -195,28 +227,42 @@ def _diagnose_with_events(path: str) -> Any:
     from logdoctor.diagnosis.ranking import diagnose
     from logdoctor.parse.parse import parse_source
     from logdoctor.read.citations import Citations
-    assert _EVENTS is not None and _RULES is not None
+    assert _RULES is not None
     out, shown = _EVENTS, display_path(path)
     events = parse_source(path) if _ENVELOPE is None else parse_source(path, _ENVELOPE)
     # events stay in reading order for the diagnosis; their rows cite the lines as given
     citations = getattr(events, "citations", None) or Citations()
 
     def tee() -> Iterator[Any]:
+        if out is None:  # typed records for a dataset (see capture_typed_events)
+            from logdoctor.many.schema import typed_event
+            typed, cite, text = _TYPED_EVENTS, citations.line, display_text(shown)
+            assert typed is not None
+            for ev in events:
+                typed.append(typed_event(ev, text, cite(ev.line), cite(ev.end_line if ev.end_line is not None
+                                                                       else ev.line)))
+                yield ev
+            return
+        # the same typed records as a dataset's, as JSON lines (`ts` in microseconds) for the parent to type
+        from logdoctor.many.schema import typed_event
+        cite, text = citations.line, display_text(shown)
         for ev in events:
-            line = json.dumps({"path": shown, "line": citations.line(ev.line),
-                               "rank": ev.ranks or (None if ev.rank is None else str(ev.rank)),
-                               "ts": ev.ts, "kind": ev.kind,
-                               "fields": json.dumps(ev.fields, default=str, ensure_ascii=False)}, ensure_ascii=False)
-            out.write(line.encode("utf-8", "backslashreplace") + b"\n")
+            rec = typed_event(ev, text, cite(ev.line), cite(ev.end_line if ev.end_line is not None else ev.line))
+            if rec["ts"] is not None:
+                rec["ts"] = (rec["ts"] - _EPOCH) // _MICROSECOND
+            out.write(json.dumps(rec, default=str, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n")
             yield ev
     return diagnose(tee(), _RULES, shown, citations=citations)
 
 
 def run_batch(paths: list[str], rule_dirs: list[str], jobs: int, want_run: bool = False,
               events: list[IO[bytes]] | None = None, progress: bool = False, timeout: float | None = None,
-              rules: list[Any] | None = None, envelope: str | None = None
-              ) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
+              rules: list[Any] | None = None, envelope: str | None = None,
+              work: Callable[[str], Any] | None = None) -> Generator[Any, None, None]:
     """Yield (row, run) per path, in completion order.
+
+    `work(path)`: what each worker makes of a path instead of `diagnose_path(path, want_run)` (the
+    dataset writer's record); it must never raise, and a lost path still yields `(BatchRow(error), None)`.
 
     `timeout` (seconds, None or 0 for none) is each file's budget: a file over it gets the row
     `timed out after N s` and its worker is replaced. With a budget even `jobs=1` runs in a worker
@@ -235,14 +281,14 @@ def run_batch(paths: list[str], rule_dirs: list[str], jobs: int, want_run: bool 
     bar = _Progress(total) if progress else None
     if timeout is not None and timeout <= 0:
         timeout = None
+    each: Callable[[str], Any] = work if work is not None else (lambda p: diagnose_path(p, want_run))
     if timeout is None and worker_count(jobs, total) == 1:
-        results = _in_process(paths, want_run, events)
+        results = _in_process(paths, each, events)
     else:
         def lost(path: str, why: str) -> tuple[BatchRow, dict[str, Any] | None]:  # over budget, or worker died
             return BatchRow(path, error=why), None
-        pool: Pool[str, tuple[BatchRow, dict[str, Any] | None]] = Pool(
-            lambda p: diagnose_path(p, want_run), lost, _set_events, jobs, timeout, events is not None,
-            events if events is not None else [])
+        pool: Pool[str, Any] = Pool(each, lost, _set_events, jobs, timeout, events is not None,
+                                    events if events is not None else [])
         results = pool.run(paths)
     try:
         for done, res in enumerate(results, 1):
@@ -275,8 +321,8 @@ def collect(paths: Iterable[str], rule_dirs: list[str], jobs: int, want_run: boo
     return rows, runs
 
 
-def _in_process(paths: list[str], want_run: bool, events: list[IO[bytes]] | None
-                ) -> Generator[tuple[BatchRow, dict[str, Any] | None], None, None]:
+def _in_process(paths: list[str], each: Callable[[str], Any], events: list[IO[bytes]] | None
+                ) -> Generator[Any, None, None]:
     import tempfile
     if events is not None:
         sink = tempfile.TemporaryFile(prefix="logdoctor-")
@@ -284,7 +330,7 @@ def _in_process(paths: list[str], want_run: bool, events: list[IO[bytes]] | None
         _set_events(sink)
     try:
         for p in paths:
-            yield diagnose_path(p, want_run)
+            yield each(p)
     finally:
         _set_events(None)
 

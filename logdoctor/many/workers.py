@@ -33,11 +33,87 @@ OVERSUBSCRIBE = 2  # workers per usable CPU: some time goes to reading files, no
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
 def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity mask, capped by its cgroup's CPU quota (a pod's
+    `resources.limits.cpu`), rounded up: a 1.5-CPU quota keeps two workers busy part of the time."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cpus = len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    if quota is not None:
+        import math
+        cpus = min(cpus, max(1, math.ceil(quota)))
+    return cpus
+
+
+def parse_cpu_max(text: str) -> float | None:
+    """CPUs allowed by a cgroup v2 `cpu.max` ("QUOTA PERIOD" in µs, "max PERIOD" for no limit)."""
+    parts = text.split()
+    if not parts or parts[0] == "max":
+        return None
+    try:
+        quota = int(parts[0])
+        period = int(parts[1]) if len(parts) > 1 else 100_000
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def parse_cfs(quota_text: str, period_text: str) -> float | None:
+    """CPUs allowed by cgroup v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us` (quota -1: no limit)."""
+    try:
+        quota, period = int(quota_text.strip()), int(period_text.strip())
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def cgroup_cpu_quota(root: str = CGROUP_ROOT, self_cgroup: str | None = None) -> float | None:
+    """The tightest CPU quota on this process's cgroup or any ancestor (v2 and v1), None when unlimited.
+
+    `self_cgroup`: the text of /proc/self/cgroup (read when None). Never raises."""
+    if self_cgroup is None:
+        try:
+            with open("/proc/self/cgroup", encoding="utf-8") as f:
+                self_cgroup = f.read()
+        except OSError:
+            self_cgroup = ""
+    limits: list[float] = []
+    for line in self_cgroup.splitlines():
+        hid, controllers, rel = (line.split(":", 2) + ["", ""])[:3]
+        if hid == "0" and controllers == "":
+            for d in _up_from(os.path.join(root, rel.lstrip("/")), root):
+                limits += [q for q in [parse_cpu_max(_read(os.path.join(d, "cpu.max")) or "max")] if q]
+        elif "cpu" in controllers.split(","):
+            for base in (os.path.join(root, controllers), os.path.join(root, "cpu")):
+                for d in _up_from(os.path.join(base, rel.lstrip("/")), base):
+                    q, p = _read(os.path.join(d, "cpu.cfs_quota_us")), _read(os.path.join(d, "cpu.cfs_period_us"))
+                    if q is not None and p is not None:
+                        limits += [x for x in [parse_cfs(q, p)] if x]
+    return min(limits) if limits else None
+
+
+def _up_from(d: str, top: str) -> list[str]:
+    """d and its parents up to top (inside a container the cgroup path may not exist below the root)."""
+    out = []
+    d, top = os.path.normpath(d), os.path.normpath(top)
+    while True:
+        out.append(d)
+        if d == top or not d.startswith(top):
+            return out
+        d = os.path.dirname(d)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read(256)
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def worker_count(jobs: int, items: int) -> int:

@@ -20,6 +20,9 @@
   ("binary file (not a text log)"): a log reader that answers "no failure found" for random bytes lies.
   Leading NUL padding of a regular file (what `logrotate copytruncate` leaves) is skipped, not refused.
 
+- a URL (`s3://`, `gs://`, `https://`, `file://` …: `remote.is_url`) is opened by `remote.open_url` and
+  its bytes then go through the same sniffing as a file's; `file://` gets the local checks above.
+
 Every InputError message is one line: the file as given (control characters escaped), then what is wrong.
 """
 from __future__ import annotations
@@ -345,6 +348,18 @@ def _open_path(name: str) -> Any:
         raise
 
 
+def open_local(path: str) -> Any:
+    """A local path opened with every check above (what a `file://` URL is opened with)."""
+    return _open_path(path)
+
+
+def _is_url(name: str) -> bool:
+    if "://" not in name:  # a plain path never imports the URL module
+        return False
+    from logdoctor.read.remote import is_url
+    return is_url(name)
+
+
 def _open_nonblocking(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_NONBLOCK)
 
@@ -407,6 +422,9 @@ def open_source(source: str | os.PathLike[str]) -> BinaryIO:
     name = os.fspath(source)
     if name == "-":
         raw, owned = _open_stdin(), False
+    elif _is_url(name):  # s3://, gs://, https://, file:// …: the object's bytes, then as a file's
+        from logdoctor.read.remote import open_url
+        raw, owned = open_url(name), True
     else:
         raw, owned = _open_path(name), True
     try:
@@ -483,8 +501,12 @@ def check_path(path: str) -> str | None:
     """Why a path cannot be read as a log, without reading past its first bytes (batch's precheck).
 
     FIFOs and the null device are refused here: batch walks directories and must neither wait for a
-    writer on every FIFO it meets nor report a device as an empty log.
+    writer on every FIFO it meets nor report a device as an empty log. A URL is checked by
+    its metadata (`remote.check_url`).
     """
+    if _is_url(path):
+        from logdoctor.read.remote import check_url
+        return check_url(path)
     st, problem = stat_problem(path)
     if problem is not None:
         return problem

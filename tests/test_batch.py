@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from cliserver import run_cli
 
 from logdoctor.diagnosis.rules import load_rule
 from logdoctor.many.batch import BatchRow, discover, run_batch
@@ -21,7 +22,7 @@ RUNS = ROOT / "fixtures" / "runs"
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return run_cli(args, text=True, cwd=cwd)  # a real process, forked from tests/cliserver.py's warm server
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,16 @@ _QUIET = ("--disable-background-networking", "--disable-component-update", "--di
           "--disable-features=Translate,OptimizationHints,MediaRouter,SpellCheck")
 
 
+ROOT = Path(__file__).resolve().parent.parent
+PENDING = ROOT / ".ci-chromium.pending"   # .ci/run installs Chromium in the background while pip runs
+PENDING_WAIT_S = 300
+
+
 def browser() -> str:
+    waited = 0.0
+    while PENDING.exists() and waited < PENDING_WAIT_S:
+        time.sleep(1.0)
+        waited += 1.0
     found = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     if found is None:
         pytest.fail("no Chromium on PATH (looked for " + ", ".join(BROWSERS) + "): install it with "

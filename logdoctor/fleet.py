@@ -429,7 +429,7 @@ def write(paths: str | Sequence[str], out: str, rules: Any = None, *, partition_
     batch: Any  # a pyarrow.Table (batch_format)
     for batch in ds.select_columns(["path", "error", "verdict", "warnings"]).iter_batches(batch_format="pyarrow"):
         for rec in batch.to_pylist():
-            _count(summary, rec)
+            summary.count(rec)
     from logdoctor.read.remote import filesystem_of
     fs, where = filesystem_of(root)
     summary.parts = len(fs.glob(f"{where}/{RUNS_DIR}/**/*.parquet"))
@@ -450,17 +450,6 @@ def _write_marker(root: str, partition_by: str) -> None:
     with fs.open(marker, "w") as f:
         json.dump({"format": "logdoctor-results", "schema_version": SCHEMA_VERSION, "partition_by": partition_by,
                    "logdoctor_version": __version__, "schema": "logdoctor/results.schema.json"}, f, indent=1)
-
-
-def _count(summary: Any, rec: dict[str, Any]) -> None:
-    summary.diagnosed += 1
-    if rec.get("error"):
-        summary.errors.append((rec["path"], rec["error"]))
-    else:
-        verdict = rec.get("verdict") or ""
-        summary.verdicts[verdict] = summary.verdicts.get(verdict, 0) + 1
-        if rec.get("warnings"):
-            summary.with_warnings.add(verdict)
 
 
 def write_dataset(paths: Sequence[str], root: str, rules: Any = None, *, partition_by: str | None = None,
@@ -488,7 +477,7 @@ def write_dataset(paths: Sequence[str], root: str, rules: Any = None, *, partiti
             for rec in batch.to_pylist():
                 found += 1
                 writer.add(rec, [])
-                _count(summary, rec)
+                summary.count(rec)
     finally:
         writer.close()  # what arrived before an error or Ctrl-C still becomes parts
         summary.parts = writer.parts

@@ -274,6 +274,18 @@ def _is_url(text: str) -> bool:
     return is_url(text)
 
 
+def _logs_under(where: str, discover_inputs: Any, what: str) -> list[str]:
+    """The logs in a directory or under a prefix (--one-launch); one that cannot be read ends the command."""
+    found = list(discover_inputs([where]))
+    for path, problem in found:
+        if problem is not None:
+            raise UsageError(f"{label(path)}: {problem}")
+    if not found:
+        raise UsageError(f"{label(where)}: no logs {'in this directory' if what == 'directory' else 'under this prefix'} "
+                         "(*.log, *.txt, *.out, *.err, *.gz)")
+    return [path for path, _ in found]
+
+
 def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:
     """The files of one launch: directories expanded (--one-launch), `-` at most once, no repeats."""
     import os
@@ -282,24 +294,12 @@ def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:
     out: list[str] = []
     for s in sources:
         if one_launch and "://" in s and s.endswith("/") and _is_url(s):  # a prefix in object storage, as a directory
-            found = list(discover_inputs([s]))
-            for path, problem in found:
-                if problem is not None:
-                    raise UsageError(f"{label(path)}: {problem}")
-            if not found:
-                raise UsageError(f"{label(s)}: no logs under this prefix (*.log, *.txt, *.out, *.err, *.gz)")
-            out.extend(path for path, _ in found)
+            out.extend(_logs_under(s, discover_inputs, "prefix"))
         elif s != "-" and os.path.isdir(s):
             if not one_launch:
                 raise UsageError(f"{label(s)}: is a directory: add --one-launch to read every log in it as the "
                                  f"logs of one launch, or use 'logdoctor batch {label(s)}' for one diagnosis per log")
-            found = list(discover_inputs([s]))
-            for path, problem in found:
-                if problem is not None:
-                    raise UsageError(f"{label(path)}: {problem}")
-            if not found:
-                raise UsageError(f"{label(s)}: no logs in this directory (*.log, *.txt, *.out, *.err, *.gz)")
-            out.extend(path for path, _ in found)
+            out.extend(_logs_under(s, discover_inputs, "directory"))
         else:
             out.append(s)
     if out.count("-") > 1:

@@ -392,6 +392,17 @@ class DatasetSummary:
     verdicts: dict[str, int] = field(default_factory=dict)
     with_warnings: set[str] = field(default_factory=set)  # verdicts seen with warnings
 
+    def count(self, rec: dict[str, Any]) -> None:
+        """One result record done (whichever engine diagnosed it)."""
+        self.diagnosed += 1
+        if rec.get("error"):
+            self.errors.append((rec["path"], rec["error"]))
+        else:
+            verdict = rec.get("verdict") or ""
+            self.verdicts[verdict] = self.verdicts.get(verdict, 0) + 1
+            if rec.get("warnings"):
+                self.with_warnings.add(verdict)
+
     def line(self, root: str) -> str:
         return (f"logdoctor: {display_path(root)}: {self.diagnosed} log(s) diagnosed, {self.skipped} already "
                 f"present, {self.recovered} recovered from the journal, {self.parts} part file(s) written")
@@ -418,14 +429,7 @@ def run_dataset_batch(inputs: list[str], root: str, *, partition_by: str | None,
 
     def add(rec: dict[str, Any], events: list[dict[str, Any]]) -> None:
         writer.add(rec, events)
-        summary.diagnosed += 1
-        if rec.get("error"):
-            summary.errors.append((rec["path"], rec["error"]))
-        else:
-            verdict = rec.get("verdict") or ""
-            summary.verdicts[verdict] = summary.verdicts.get(verdict, 0) + 1
-            if rec.get("warnings"):
-                summary.with_warnings.add(verdict)
+        summary.count(rec)
     try:
         for p, problem in found:
             if problem is not None:

@@ -17,7 +17,6 @@ table shows, reads only the cited line. Every text from a log goes through `t`: 
 """
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,8 +26,7 @@ from logdoctor.many.batch import BatchRow
 from logdoctor.paths import display_path
 from logdoctor.read.citations import where
 from logdoctor.report.html import VERDICT_COLORS
-from logdoctor.read.ingest import ANSI_ESCAPE
-from logdoctor.report.html_report import CHART_W, CSS, ROW_H, escaper
+from logdoctor.report.html_report import CHART_W, CSS, ROW_H, escaper, log_lines
 
 TABLE_ROWS = 2000        # rows of the runs table (failures first)
 DETAILED_RUNS = 200      # runs given a section with their primary diagnosis
@@ -82,22 +80,11 @@ def ordered(rows: Iterable[BatchRow]) -> list[BatchRow]:
 
 # ---------------------------------------------------------------------------------------------- details
 
-def _plain(raw: bytes) -> str:
-    text = raw[:TEXT_WIDTH * 4].decode("utf-8", "replace").rstrip("\r\n")
-    return ANSI_ESCAPE.sub("", text)[:TEXT_WIDTH]
-
-
 def cited_line(path: str, line: int | None) -> str | None:
     """Line `line` of a log as given (decompressed), or None when it cannot be read again."""
     if line is None or line < 1:
         return None
-    from logdoctor.read.sniff import InputError, open_source
-    try:
-        with open_source(path) as f:
-            raw = next(itertools.islice(f, line - 1, None), None)
-    except (InputError, OSError, EOFError):
-        return None
-    return None if raw is None else _plain(raw)
+    return log_lines(path, {line}, TEXT_WIDTH).get(line)
 
 
 def _detail(item: tuple[str, int | None, bool], rules: list[Any], envelope: str | None) -> tuple[str, Detail | None]:

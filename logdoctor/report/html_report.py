@@ -277,27 +277,31 @@ def _excerpts(report: Report, page: _Page) -> tuple[list[str], set[tuple[str | N
     return (["<h2>Log excerpts</h2>"] + out if out else []), done
 
 
+def log_lines(path: str, numbers: set[int], width: int = EXCERPT_WIDTH) -> dict[int, str]:
+    """Lines `numbers` of a log as given (decompressed, colour codes dropped, `width` characters each), read
+    again from its file and only up to the last one wanted; {} when it cannot be read again."""
+    if not path or path == "<stdin>" or not numbers:
+        return {}
+    from logdoctor.read.sniff import InputError, open_source
+    found: dict[int, str] = {}
+    last = max(numbers)
+    try:
+        with open_source(path) as f:
+            for n, raw in enumerate(f, 1):
+                if n in numbers:
+                    text = raw[:width * 4].decode("utf-8", "replace").rstrip("\r\n")
+                    found[n] = ANSI_ESCAPE.sub("", text)[:width]
+                if n >= last:
+                    break
+    except (InputError, OSError, EOFError):
+        return {}
+    return found
+
+
 def _line_reader(report: Report) -> Callable[[str | None, set[int]], dict[int, str]]:
-    """Reads the wanted lines of a node's file (the report's source for a single log), bounded: it stops
-    at the last line wanted and keeps EXCERPT_WIDTH characters of each. Stdin cannot be read again."""
+    """The excerpts' lines of a node's file (the report's source for a single log). Stdin cannot be read again."""
     def read(node: str | None, numbers: set[int]) -> dict[int, str]:
-        path = next((n["file"] for n in report.nodes if n["node"] == node), report.source)
-        if not path or path == "<stdin>" or not numbers:
-            return {}
-        from logdoctor.read.sniff import InputError, open_source
-        found: dict[int, str] = {}
-        last = max(numbers)
-        try:
-            with open_source(path) as f:
-                for n, raw in enumerate(f, 1):
-                    if n in numbers:
-                        text = raw[:EXCERPT_WIDTH * 4].decode("utf-8", "replace").rstrip("\r\n")
-                        found[n] = ANSI_ESCAPE.sub("", text)[:EXCERPT_WIDTH]
-                    if n >= last:
-                        break
-        except (InputError, OSError, EOFError):
-            return {}
-        return found
+        return log_lines(next((n["file"] for n in report.nodes if n["node"] == node), report.source), numbers)
     return read
 
 
@@ -320,4 +324,4 @@ def explain_html_page(report: Report, redact: Any = None,
             + "\n".join(b for b in body if b) + "\n</body></html>")
 
 
-__all__ = ["CHART_W", "CSS", "LABEL_W", "ROW_H", "axis", "escaper", "explain_html_page"]
+__all__ = ["CHART_W", "CSS", "LABEL_W", "ROW_H", "axis", "escaper", "explain_html_page", "log_lines"]

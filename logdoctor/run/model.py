@@ -175,6 +175,12 @@ def _rank_dict(r: RankMemory) -> dict[str, Any]:
     return d
 
 
+def rank_label(ev: Any) -> str | None:
+    """The rank an event's line is from, as `Run.ranks` names it: the prefix label (`TP3`, `DP1 TP3`), `TP<n>`
+    for an inline rank (`[gpu_id=n]`), None for a line of the main process."""
+    return ev.ranks or (None if ev.rank is None else f"TP{ev.rank}")
+
+
 def _rank_sort_key(label: str) -> tuple[int, ...]:
     """`TP2` before `TP10`, `DP0 TP1` before `DP1 TP0`: ranks in the order of their numbers."""
     nums = [int(x) for x in _RANK_NUMBERS.findall(label)]
@@ -200,4 +206,4 @@ def cite_run(run: Run, citations: Citations) -> dict[str, Any]:
 
 
 __all__ = ["MAX_CAPTURE_SAMPLES", "MAX_FAILURES", "STAGES", "Failure", "GraphCapture", "RankMemory", "RankStages", "Run",
-           "Stage", "cite_run"]
+           "Stage", "cite_run", "rank_label"]

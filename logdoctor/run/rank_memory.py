@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from logdoctor.events import Event
-from logdoctor.run.model import MAX_CAPTURE_SAMPLES, GraphCapture, RankMemory, Run
+from logdoctor.run.model import MAX_CAPTURE_SAMPLES, GraphCapture, RankMemory, Run, rank_label
 
 # fields that are text by nature (kept when the numeric filter below drops malformed values)
 _NON_NUMERIC_KEYS = frozenset({"label", "dtype", "model_class", "draft", "va_upper_bound"})
@@ -31,7 +31,7 @@ class RankMemoryFold:
         self._tp0_for = -1
 
     def _rank_mem(self, ev: Event) -> RankMemory:
-        return self._rank_mem_label(ev.ranks or ("TP0" if ev.rank is None else f"TP{ev.rank}"))
+        return self._rank_mem_label(rank_label(ev) or "TP0")  # the main process's figures are TP0's
 
     def _rank_mem_label(self, label: str) -> RankMemory:
         rm = self.run.ranks.get(label)

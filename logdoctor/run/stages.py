@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 
 from logdoctor.events import Event
-from logdoctor.run.model import STAGES, RankStages, Run, Stage
+from logdoctor.run.model import STAGES, RankStages, Run, Stage, rank_label
 
 _RANK_NAMES = re.compile(r"(?<![A-Z])([A-Z]{1,16})(\d{1,6})(?!\d)")
 
@@ -75,7 +75,7 @@ class StageTracker:
         if ev.secs is not None:
             self.run.last_secs = ev.secs
             if not self.run.ready and self.run.rank_stages:
-                rs = self.run.rank_stages.get(_rank_label(ev) or "")
+                rs = self.run.rank_stages.get(rank_label(ev) or "")
                 if rs is not None:
                     rs.last_secs = ev.secs
 
@@ -92,7 +92,7 @@ class StageTracker:
                 run.last_stage = stage
         if _STAGE_END.get(k) == stage or k == "graph_capture_end":
             st.end_secs, st.end_ts = ev.secs, ev.ts
-        label = _rank_label(ev)
+        label = rank_label(ev)
         if label is not None:
             self._rank_stage(label, stage, ev.secs)
 
@@ -151,11 +151,6 @@ class StageTracker:
                 run.era = "v0.2.14-v0.3.3"  # time-only prefixes
             elif run.stages and not stamps and run.era is not None:
                 run.era = "v0.1.17-v0.2.13"  # no prefix at all, rank inline as [gpu_id=N] / [gpu=N]
-
-
-def _rank_label(ev: Event) -> str | None:
-    """The rank a line is from, named as `Run.ranks` names it (rank_memory.py); None for the main process."""
-    return ev.ranks or (None if ev.rank is None else f"TP{ev.rank}")
 
 
 __all__ = ["StageTracker"]

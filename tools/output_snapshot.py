@@ -58,6 +58,9 @@ def run_in_process(args: list[str]) -> str:
 
 def small_outputs(dirs: list[Path]) -> dict[str, str]:
     outputs: dict[str, str] = {}
+    for args in (["rules", "list", "--format", "json"],
+                 ["batch", "fixtures/logs", "--format", "csv", "--jobs", "1", "--no-progress", "--fail-on", "failed"]):
+        outputs[" ".join(args)] = run_in_process(args)
     for directory in dirs:
         for path in logs_under(directory):
             shown = os.path.relpath(path, ROOT)
@@ -68,8 +71,9 @@ def small_outputs(dirs: list[Path]) -> dict[str, str]:
 
 def big_outputs(work: Path) -> dict[str, str]:
     from bench_envelope import WRAPPERS, wrap_file
-    from bench_parse import locate_logdoctor, write_launch_log, write_serving_log
-    exe = locate_logdoctor()
+    from bench_parse import write_launch_log, write_serving_log
+    # this checkout's code, whatever the environment has installed
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     logs: list[Path] = []
     launch = work / "launch5k.log"
     write_launch_log(launch, 5000)
@@ -84,7 +88,8 @@ def big_outputs(work: Path) -> dict[str, str]:
     outputs: dict[str, str] = {}
     for log in logs:
         for cmd in COMMANDS[:2]:
-            done = subprocess.run([exe, cmd[0], str(log), *cmd[1:]], capture_output=True, text=True, cwd=work)
+            done = subprocess.run([sys.executable, "-m", "logdoctor.cli", cmd[0], str(log), *cmd[1:]],
+                                  capture_output=True, text=True, cwd=work, env=env)
             outputs[f"{cmd[0]} <big>/{log.name}"] = f"exit={done.returncode}\n{done.stdout.replace(str(work), '<big>')}"
     return outputs
 

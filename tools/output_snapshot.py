@@ -62,10 +62,13 @@ def small_outputs(dirs: list[Path]) -> dict[str, str]:
                  ["batch", "fixtures/logs", "--format", "csv", "--jobs", "1", "--no-progress", "--fail-on", "failed"]):
         outputs[" ".join(args)] = run_in_process(args)
     for directory in dirs:
+        # paths relative to the directory's parent, so a snapshot of another checkout compares equal
+        os.chdir(directory.parent)
         for path in logs_under(directory):
-            shown = os.path.relpath(path, ROOT)
+            shown = os.path.relpath(path, directory.parent)
             for cmd in COMMANDS:
                 outputs[f"{' '.join(cmd[:1])} {shown}"] = run_in_process([cmd[0], shown, *cmd[1:]])
+    os.chdir(ROOT)
     return outputs
 
 

@@ -1,10 +1,13 @@
-"""Caches can neither run code, hang, nor break the tool: the parser ships prebuilt as JSON, the rule cache
-lives only in a private directory the user owns, and anything else found there is a miss."""
+"""Caches can neither run code, hang, nor break the tool: the parser and the built-in rules ship prebuilt as
+JSON (used only while current), the rule cache lives only in a private directory the user owns, and anything
+else found there is a miss."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
+import shutil
 import stat
 import subprocess
 import sys
@@ -15,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from logdoctor import cachedir
-from logdoctor.diagnosis import rules
+from logdoctor.diagnosis import net_data, rules, rules_built
 from logdoctor.parse import grammar
-from logdoctor.resources import grammar_path
+from logdoctor.resources import builtin_rules_dir, grammar_path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "fixtures" / "example" / "tp8-mem-fraction.log"
@@ -33,8 +36,8 @@ class _Planted:
         return (os.system, (f"touch {self.marker}",))
 
 
-def _explain(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logdoctor.cli", "explain", "--format", "json", str(EXAMPLE)],
+def _explain(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logdoctor.cli", "explain", "--format", "json", *args, str(EXAMPLE)],
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
 
 
@@ -96,10 +99,66 @@ def test_runs_write_nothing_outside_the_private_cache(tmp_path: Path) -> None:
     proc = _explain({"XDG_CACHE_HOME": str(cache), "TMPDIR": str(tmp)})
     assert proc.returncode == 1, proc.stderr
     assert list(tmp.iterdir()) == []
+    # the built-in rules and net ship built (rules/built-*.json): a first run has nothing to cache
+    assert not (cache / "logdoctor").exists() or list((cache / "logdoctor").iterdir()) == []
+    user_rules = tmp_path / "mine"
+    shutil.copytree(ROOT / "rules" / "memory_pressure", user_rules)
+    proc = _explain({"XDG_CACHE_HOME": str(cache), "TMPDIR": str(tmp)}, "--rules", str(user_rules))
+    assert proc.returncode == 1, proc.stderr
+    assert list(tmp.iterdir()) == []
     d = cache / "logdoctor"
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
-    assert sorted(p.name.split("-")[0] + p.suffix for p in d.iterdir()) == ["net.json", "rules.json"]  # JSON only
+    assert sorted(p.name.split("-")[0] + p.suffix for p in d.iterdir()) == ["rules.json"]  # JSON only
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in d.iterdir())
+
+
+def _without_compiled_regexes(value: object) -> object:
+    """A rule's data with every `_rx` (an RE2 object, or None until first used) left out."""
+    if isinstance(value, dict):
+        return {k: _without_compiled_regexes(v) for k, v in value.items() if k != "_rx"}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_without_compiled_regexes(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, {f.name: _without_compiled_regexes(getattr(value, f.name))
+                                       for f in dataclasses.fields(value)})
+    return value
+
+
+def test_shipped_rule_build_is_current_and_equals_the_rule_files() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_rules.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rules_built._shipped_rules.cache_clear()
+    rules_built._shipped_net.cache_clear()
+    shipped, net = rules_built.shipped_rules(), rules_built.shipped_net()
+    assert shipped is not None and net is not None
+    from_files, problems = rules.check_dir(builtin_rules_dir())
+    from_files_net, net_problems = net_data.check_net_dir(builtin_rules_dir() / "net")
+    assert problems == [] and net_problems == []
+    assert len(shipped) == len(from_files) > 90
+    for a, b in zip(shipped, from_files):
+        assert _without_compiled_regexes(a) == _without_compiled_regexes(b), a.id
+    assert len(net.terms) > 300
+    assert _without_compiled_regexes(net) == _without_compiled_regexes(from_files_net)
+
+
+def test_a_stale_or_damaged_rule_build_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "rules"
+    shutil.copytree(builtin_rules_dir(), copy)
+    monkeypatch.setattr(rules_built, "builtin_rules_dir", lambda: copy)
+    for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
+        cached.cache_clear()
+    assert rules_built.shipped_rules() is not None
+    rule = next((copy / "memory_pressure").glob("*.yaml"))
+    rule.write_text(rule.read_text().replace("title:", "title: (edited)", 1))  # an edit of one rule
+    for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
+        cached.cache_clear()
+    assert rules_built.shipped_rules() is None and rules_built.shipped_net() is None
+    (copy / rules_built.BUILT_RULES).write_text("{not json")
+    rules_built._shipped_rules.cache_clear()
+    assert rules_built.shipped_rules() is None
+    for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
+        cached.cache_clear()
 
 
 def test_private_dir_refuses_a_directory_owned_by_someone_else(tmp_path: Path,

@@ -11,6 +11,7 @@ When it runs: the rules found no failure and no ready line (`incomplete`: an err
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -388,14 +389,17 @@ def stage_stall(index: EventIndex, run: Run, net: NetData) -> Diagnosis | None:
 
 
 def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], index: EventIndex, run: Run,
-           net: NetData) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
-    """The ranking, with the net's diagnosis as primary where the rules left the cause unnamed."""
+           net_of: Callable[[], NetData]) -> tuple[str, Diagnosis | None, list[Diagnosis]]:
+    """The ranking, with the net's diagnosis as primary where the rules left the cause unnamed.
+
+    `net_of` gives the net: most failures are named by a rule, and those never load it."""
     if verdict == "healthy":
         return verdict, primary, ordered
     wrapper = verdict == "failed" and primary is not None and primary.category != "unknown" \
         and primary.rule.priority <= WRAPPER_PRIORITY and not primary.rule.inferred
     if verdict == "failed" and primary is not None and primary.category != "unknown" and not wrapper:
         return verdict, primary, ordered
+    net = net_of()
     ready = run.stages["ready"].first_line if "ready" in run.stages else 0
     harmless = frozenset(e.line for d in ordered if not d.rule.fatal and not d.rule.stall for e in d.evidence)
     allowed = getattr(net, "categories", None)  # narrowed by --select / --ignore (diagnosis/selection.py)

@@ -303,7 +303,9 @@ def builtin_net_dir() -> Path:
 @lru_cache(maxsize=8)
 def load_net(extra_dirs: tuple[str, ...] = ()) -> NetData:
     """The built-in net, extended by each `--rules DIR`'s `net/` folder in order; RuleError on a problem."""
-    net, problems = check_net_dir(builtin_net_dir())
+    from logdoctor.diagnosis.rules_built import shipped_net
+    shipped = shipped_net()  # built ahead of time (tools/build_rules.py), when current
+    net, problems = (shipped, []) if shipped is not None else check_net_dir(builtin_net_dir())
     if problems:
         p = problems[0]
         raise RuleError(p.path, p.line, "built-in net file invalid: " + p.message)

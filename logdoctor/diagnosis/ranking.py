@@ -160,7 +160,7 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
     diags = evaluate_all(rules, index, run, mem_values)
     verdict, primary, ordered = rank_diagnoses(diags, run)
     verdict, primary, ordered = refine(verdict, primary, ordered, index, run,
-                                       net if net is not None else getattr(rules, "net", None) or load_net())
+                                       lambda: net if net is not None else getattr(rules, "net", None) or load_net())
     if primary is None and verdict != "healthy":
         primary = budget_lead(ordered)
         if primary is not None:

@@ -424,6 +424,10 @@ def _user_rules_problem(rules: list[Rule]) -> str | None:
 
 @lru_cache(maxsize=1)
 def builtin_rules() -> tuple[Rule, ...]:
+    from logdoctor.diagnosis.rules_built import shipped_rules
+    shipped = shipped_rules()  # built ahead of time (tools/build_rules.py), when current
+    if shipped is not None:
+        return shipped
     rules, problems = check_dir(builtin_rules_dir())
     if problems:
         raise RuleError(problems[0].path, problems[0].line, "built-in rule invalid: " + problems[0].message)
@@ -444,16 +448,34 @@ def load_ruleset(extra_dirs: list[str] | tuple[str, ...] = ()) -> list[Rule]:
     problem = _user_rules_problem(list(by_id.values())) if extra_dirs else None
     if problem is not None:
         raise RuleError(", ".join(extra_dirs), 1, problem)
+    if not extra_dirs:  # the built-in net cannot be invalid: it is loaded when a log first needs it
+        return RuleSet(by_id.values(), net_dirs=())
     from logdoctor.diagnosis.net_data import load_net
-    return RuleSet(by_id.values(), net=load_net(tuple(str(d) for d in extra_dirs)))
+    return RuleSet(by_id.values(), net=load_net(tuple(str(d) for d in extra_dirs)))  # a user's net: checked now
 
 
 class RuleSet(list[Rule]):
-    """The rules of one run and the broad net's data (built-in + each `--rules DIR/net/`) beside them."""
+    """The rules of one run and the broad net's data (built-in + each `--rules DIR/net/`) beside them.
 
-    def __init__(self, rules: Iterable[Rule] = (), net: NetData | None = None) -> None:
+    The net is consulted only when the rules leave a failure's cause unnamed, so it may be given as the
+    directories to load it from (`net_dirs`, see net_data.load_net), loaded on first use."""
+
+    def __init__(self, rules: Iterable[Rule] = (), net: NetData | None = None,
+                 net_dirs: tuple[str, ...] | None = None) -> None:
         super().__init__(rules)
-        self.net = net
+        self._net = net
+        self._net_dirs = net_dirs
+
+    @property
+    def net(self) -> NetData | None:
+        if self._net is None and self._net_dirs is not None:
+            from logdoctor.diagnosis.net_data import load_net
+            self._net = load_net(self._net_dirs)
+        return self._net
+
+    @net.setter
+    def net(self, value: NetData | None) -> None:
+        self._net = value
 
     def __reduce__(self) -> tuple[type[RuleSet], tuple[list[Rule], NetData | None]]:  # workers receive it pickled
         return (RuleSet, (list(self), self.net))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logdoctor.diagnosis.condition import evaluate, positive_names
-from logdoctor.diagnosis.rules import Rule, Selection
+from logdoctor.diagnosis.rules import LiteralNeed, Rule, Selection
 from logdoctor.diagnosis.templates import lookup, render  # noqa: F401  (diagnose fills templates via engine.render)
 from logdoctor.events import Event
 from logdoctor.read.sniff import InputError
@@ -146,6 +146,9 @@ class EventIndex:
         self.by_kind: dict[str, list[int]] = {}
         for i, ev in enumerate(self.events):
             self.by_kind.setdefault(ev.kind, []).append(i)
+        self._hay: dict[tuple[str, str, bool], str] = {}
+        self._has: dict[tuple[str, str, bool, tuple[str, ...]], bool] = {}
+        self._groups: dict[tuple[str, str], dict[str, list[int]]] = {}
 
     def candidates(self, kinds: frozenset[str] | None) -> Iterable[int]:
         if kinds is None:
@@ -154,6 +157,61 @@ class EventIndex:
         for k in kinds:
             idx.extend(self.by_kind.get(k, ()))
         return sorted(idx)
+
+    def candidates_for(self, sel: Selection) -> Iterable[int]:
+        """The events `sel` may match, in order: of its kinds, those a kind-wide test cannot rule out.
+
+        A kind is passed over when none of its events' text holds a literal the selection needs (one `in` over
+        the kind's texts joined, instead of a test per event), and only events whose field has a value the
+        selection needs are kept (`level: WARN`). Every event returned is still matched in full."""
+        if not sel.needs and not sel.alt_needs and not sel.equals:
+            return self.candidates(sel.kinds)
+        idx: list[int] = []
+        for k in (sel.kinds if sel.kinds is not None else self.by_kind):
+            events = self.by_kind.get(k)
+            if not events:
+                continue
+            if any(not self._holds(k, need) for need in sel.needs):
+                continue
+            if sel.alt_needs and all(any(not self._holds(k, need) for need in alt) for alt in sel.alt_needs):
+                continue
+            for path, values in sel.equals:
+                groups = self._grouped(k, path)
+                events = [i for v in values for i in groups.get(v, ())]
+                if not events:
+                    break
+            idx.extend(events)
+        return sorted(idx)
+
+    def _holds(self, kind: str, need: LiteralNeed) -> bool:
+        """Whether some event of `kind` may hold one of the literals in the field (as match_value reads it)."""
+        path, ci, lits = need
+        key = (kind, path, ci, lits)
+        hit = self._has.get(key)
+        if hit is None:
+            hay_key = (kind, path, ci)
+            hay = self._hay.get(hay_key)
+            if hay is None:
+                texts = []
+                for i in self.by_kind[kind]:
+                    value = _lookup(self.events[i], self.stages[i], path)
+                    if value is not None:
+                        text = _text(value)
+                        texts.append(text.lower() if ci else text)
+                hay = self._hay[hay_key] = "\n".join(texts)
+            hit = self._has[key] = any(lit in hay for lit in lits)
+        return hit
+
+    def _grouped(self, kind: str, path: str) -> dict[str, list[int]]:
+        """The events of `kind` by str(value) of a field (match_value compares a string matcher so)."""
+        groups = self._groups.get((kind, path))
+        if groups is None:
+            groups = self._groups[(kind, path)] = {}
+            for i in self.by_kind[kind]:
+                value = _lookup(self.events[i], self.stages[i], path)
+                if value is not None:
+                    groups.setdefault(str(value), []).append(i)
+        return groups
 
 
 def _weight(ev: Event) -> int:
@@ -296,7 +354,7 @@ def _select(sel: Selection, index: EventIndex, run_dict: dict[str, Any],
     where = list(sel.where.items())
     alternatives = [list(alt.items()) for alt in sel.any_of]
     events, stages = index.events, index.stages
-    for i in index.candidates(sel.kinds):
+    for i in index.candidates_for(sel):
         if clock is not None:
             clock.check()
         ev, stage = events[i], stages[i]

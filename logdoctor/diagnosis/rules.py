@@ -42,6 +42,10 @@ CATEGORY_PREFIX = {
 CATEGORIES = tuple(CATEGORY_PREFIX)
 
 
+# (field path, case-insensitive, literals): a matching event's field holds one of the literals
+LiteralNeed = tuple[str, bool, tuple[str, ...]]
+
+
 @dataclass
 class Selection:
     name: str
@@ -52,6 +56,46 @@ class Selection:
     run: dict[str, Any] | None
     before: str | None
     after: str | None
+    # Derived, for engine.EventIndex.candidates_for: what every matching event must have, so whole kinds of
+    # events (2,000 NCCL INFO lines) are passed over at once — the literals of `where` and of each `any_of`
+    # alternative, and the values a `where` field must equal.
+    needs: tuple[LiteralNeed, ...] = field(init=False, repr=False, compare=False)
+    alt_needs: tuple[tuple[LiteralNeed, ...], ...] = field(init=False, repr=False, compare=False)
+    equals: tuple[tuple[str, frozenset[str]], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.needs = _literal_needs(self.where)
+        self.alt_needs = tuple(_literal_needs(alt) for alt in self.any_of)
+        self.equals = _equal_needs(self.where)
+
+
+def _literal_needs(matchers: dict[str, Any]) -> tuple[LiteralNeed, ...]:
+    """What engine.match_value requires of a field's text: a regex's literals (`_lits`), a `contains`."""
+    needs: list[LiteralNeed] = []
+    for path, m in matchers.items():
+        if not isinstance(m, dict):
+            continue
+        lits = m.get("_lits") if "regex" in m else None
+        if lits is not None:
+            needs.append((path, bool(lits[0]), tuple(lits[1])))
+        if isinstance(m.get("contains"), str):
+            needs.append((path, False, (m["contains"],)))
+    return tuple(needs)
+
+
+def _equal_needs(matchers: dict[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Fields that must equal one of some strings (`level: WARN`, `{in: [E, F]}`): engine.match_value compares
+    a string matcher with str(value), so events can be grouped by str(value)."""
+    out: list[tuple[str, frozenset[str]]] = []
+    for path, m in matchers.items():
+        if isinstance(m, dict) and set(m) == {"eq"}:
+            m = m["eq"]
+        if isinstance(m, str):
+            out.append((path, frozenset([m])))
+        elif isinstance(m, dict) and set(m) == {"in"} and isinstance(m["in"], list) and m["in"] \
+                and all(isinstance(x, str) for x in m["in"]):
+            out.append((path, frozenset(m["in"])))
+    return tuple(out)
 
 
 @dataclass

@@ -7,8 +7,9 @@ fields exist and their units. `KINDS` documents each kind: the SGLang catalog te
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from logdoctor.records import dataclass, field
 
 # What one event may keep, whatever the input: a log line can be 1 MiB and the engine keeps up to
 # 100k events, so text and fields are cut here (with CUT_MARK) rather than trusted to be short.

@@ -19,7 +19,6 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from logdoctor.cli.common import (
     selection_options,
 )
 from logdoctor.paths import display_path
+from logdoctor.records import dataclass, field
 
 CONFIG_FILES = ("logdoctor.toml", "pyproject.toml")  # searched in this order in each directory
 ENV_PREFIX = "LOGDOCTOR_"

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
 from typing import Union
+
+from logdoctor.records import dataclass
 
 MAX_DEPTH = 50
 _TOKEN = re.compile(r"\s*(\(|\)|[A-Za-z_][A-Za-z0-9_]*\*?|\d+|\S)")

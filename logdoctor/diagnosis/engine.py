@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from logdoctor.diagnosis.condition import evaluate, positive_names
@@ -25,6 +24,7 @@ from logdoctor.diagnosis.rules import LiteralNeed, Rule, Selection
 from logdoctor.diagnosis.templates import lookup, render  # noqa: F401  (diagnose fills templates via engine.render)
 from logdoctor.events import Event
 from logdoctor.read.sniff import InputError
+from logdoctor.records import dataclass, field
 from logdoctor.run.memory import analyse, template_values
 from logdoctor.run.model import Run
 

@@ -12,7 +12,6 @@ When it runs: the rules found no failure and no ready line (`incomplete`: an err
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from logdoctor.diagnosis.engine import Diagnosis, EventIndex, Evidence, position
 from logdoctor.diagnosis.net_data import CATEGORIES, NetData, Subsystem, Term
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.events import KINDS, Event
+from logdoctor.records import dataclass
 from logdoctor.run.model import Run
 
 TAIL_EVENTS = 120              # the events at the end of a log the net looks at

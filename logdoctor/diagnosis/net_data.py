@@ -17,7 +17,6 @@ A user file's term or subsystem with the id of a built-in one replaces it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from logdoctor.diagnosis.rule_files import (
     read_rule_text,
 )
 from logdoctor.diagnosis.rule_schema import line_for
+from logdoctor.records import dataclass, field
 from logdoctor.resources import builtin_rules_dir
 
 CATEGORIES = ("memory_pressure", "ipc_bar", "graph_incompatibility", "communication", "unsupported",

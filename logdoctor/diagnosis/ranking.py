@@ -9,7 +9,6 @@ only when no rule names a cause. Verdicts: `failed`, `healthy` (reached ready, n
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from logdoctor.diagnosis.engine import Diagnosis, EventIndex, evaluate_all, render
@@ -18,6 +17,7 @@ from logdoctor.diagnosis.net_data import NetData, load_net
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.events import Event
 from logdoctor.read.citations import Citations
+from logdoctor.records import dataclass, field
 from logdoctor.run.fold import Folding, RunBuilder, fold_source
 from logdoctor.run.memory import analyse, template_values
 from logdoctor.run.model import Run, cite_run

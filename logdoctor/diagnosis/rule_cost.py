@@ -19,8 +19,9 @@ matching time budget for user rules in engine.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from logdoctor.records import dataclass
 
 MAX_REGEX_PROGRAM = 3_000       # RE2 instructions; the largest built-in pattern has 2,437
 MAX_RULE_COST = 5_000           # the costliest built-in rule: 3,485

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from logdoctor.diagnosis.rule_files import (
 from logdoctor.diagnosis.rule_schema import line_for as _line_for
 from logdoctor.diagnosis.rule_schema import schema_problem
 from logdoctor.diagnosis.templates import template_problem
+from logdoctor.records import dataclass, field
 from logdoctor.resources import builtin_rules_dir
 
 if TYPE_CHECKING:  # net_data is imported when the rules are loaded, not with this module

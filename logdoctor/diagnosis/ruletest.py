@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from logdoctor.diagnosis.engine import EventIndex, UserRuleClock, evaluate_rule, rule_run_dict
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.parse.parse import parse_source
 from logdoctor.read.ingest import InputError
+from logdoctor.records import dataclass
 from logdoctor.run.fold import Folding
 
 

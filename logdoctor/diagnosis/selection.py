@@ -15,12 +15,12 @@ selected), so the verdict and the root cause may change.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from logdoctor.diagnosis.net import NET_RULE_IDS
 from logdoctor.diagnosis.net_data import NetData
 from logdoctor.diagnosis.rules import CATEGORY_PREFIX, Rule, RuleSet
+from logdoctor.records import dataclass
 
 ALL = "ALL"
 NET_PREFIX = "NET"

@@ -18,11 +18,11 @@ import re
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
-from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import IO, Any
 
 from logdoctor.paths import display_path, display_text
+from logdoctor.records import asdict, dataclass
 
 # What a directory walk picks up: NAME.log / .txt / .out / .err, optionally rotated (server.log.1,
 # server.log-20240101, server.log.2024-01-01) and optionally gzipped (.gz); and any other .gz file.

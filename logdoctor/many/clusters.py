@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
 from typing import Any
 
 from rapidfuzz import fuzz, process
 
 from logdoctor.paths import display_text
+from logdoctor.records import dataclass, field
 
 _MASKS = [
     (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),

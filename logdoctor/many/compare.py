@@ -16,7 +16,6 @@ is described from the stage lines alone).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from logdoctor.diagnosis.ranking import Report
@@ -25,6 +24,7 @@ from logdoctor.many.compare_text import amount as _amount
 from logdoctor.many.compare_text import comparison_markdown, comparison_text
 from logdoctor.many.compare_text import more_less as _more_less
 from logdoctor.many.compare_text import value_text as _value_text
+from logdoctor.records import asdict, dataclass, field
 from logdoctor.run.memory import MemoryAnalysis, analyse
 from logdoctor.run.model import STAGES, Run
 

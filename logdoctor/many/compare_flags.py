@@ -7,9 +7,9 @@ hundreds of rows.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from logdoctor.records import dataclass
 from logdoctor.run.model import STAGES
 
 # per-launch values that differ between any two launches and say nothing about the outcome

@@ -25,7 +25,6 @@ import datetime as dt
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from logdoctor.many.dataset_read import (
@@ -53,6 +52,7 @@ from logdoctor.many.schema import (
     result_record,
 )
 from logdoctor.paths import display_path
+from logdoctor.records import dataclass, field
 
 ROW_GROUP = 2000
 EVENT_ROW_GROUP = 50_000

@@ -25,12 +25,12 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from logdoctor.many.follow_source import FollowSource
 from logdoctor.read.ingest import InputError, node_of
 from logdoctor.read.sniff import compression_of, display_name
+from logdoctor.records import dataclass
 from logdoctor.run.model import STAGES
 
 if TYPE_CHECKING:

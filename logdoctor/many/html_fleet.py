@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from logdoctor.many.batch import BatchRow
 from logdoctor.paths import display_path
 from logdoctor.read.citations import where
+from logdoctor.records import dataclass, field
 from logdoctor.report.html import VERDICT_COLORS
 from logdoctor.report.html_report import CHART_W, CSS, ROW_H, escaper, log_lines
 

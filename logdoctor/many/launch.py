@@ -24,12 +24,12 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from logdoctor.read.citations import Citations, MergedPositions
 from logdoctor.read.ingest import InputError, Line, node_of, read_lines, read_stream
+from logdoctor.records import dataclass, field
 
 if TYPE_CHECKING:
     from logdoctor.diagnosis.ranking import Report

@@ -22,9 +22,10 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
 from multiprocessing import connection
 from typing import IO, Any, Generic, TypeVar
+
+from logdoctor.records import dataclass, field
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

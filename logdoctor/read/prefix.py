@@ -13,8 +13,9 @@ gets here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+
+from logdoctor.records import dataclass
 
 # Every quantifier is bounded and no two adjacent ones can take the same characters: a log line is
 # untrusted input, and `.*?\s*` over 40k spaces or `[...]*pid=\d+[...]*` over a 200 KB run took

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from logdoctor.read.citations import where
 from logdoctor.read.ingest import ANSI_ESCAPE
+from logdoctor.records import dataclass
 from logdoctor.report.html import ALSO_SEEN, VERDICT_COLORS
 from logdoctor.report.report import budget_line
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from logdoctor.read.prefix import split_prefix
+from logdoctor.records import dataclass, field
 from logdoctor.report.html_report import CHART_W, LABEL_W, ROW_H, axis
 from logdoctor.run.model import STAGES, _rank_sort_key
 

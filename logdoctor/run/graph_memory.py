@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from logdoctor.records import dataclass, field
 from logdoctor.run.model import GraphCapture, RankMemory, Run
 
 _VERSION = re.compile(r"(\d{1,4})\.(\d{1,4})\.(\d{1,4})")

@@ -14,9 +14,9 @@ is used everywhere and the other recorded with the name of the source used.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from logdoctor.records import asdict, dataclass, field
 from logdoctor.run.model import RankMemory, Run
 
 ACTIVATION_MARGIN_GIB = 1.0  # stated as an allowance wherever it is used

@@ -7,8 +7,9 @@ the log's counts. `Run.to_dict` is its JSON form (the `run` of a report, the `su
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from logdoctor.records import asdict, dataclass, field
 
 if TYPE_CHECKING:
     from logdoctor.read.citations import Citations

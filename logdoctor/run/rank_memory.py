@@ -15,6 +15,12 @@ from logdoctor.run.model import MAX_CAPTURE_SAMPLES, GraphCapture, RankMemory, R
 _NON_NUMERIC_KEYS = frozenset({"label", "dtype", "model_class", "draft", "va_upper_bound"})
 
 
+# the kinds `RankMemoryFold.add` reads
+_MEMORY_KINDS = frozenset({"weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end",
+                           "dist_init_end", "graph_capture_begin", "graph_capture_sizes", "graph_capture_progress",
+                           "graph_capture_end", "scheduler_summary"})
+
+
 def _num(v: Any) -> float | None:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -41,6 +47,8 @@ class RankMemoryFold:
 
     def add(self, ev: Event) -> None:
         k = ev.kind
+        if k not in _MEMORY_KINDS:  # most lines (NCCL INFO, unrecognised text) hold no memory figure
+            return
         # tolerant bags keep malformed values as text; memory arithmetic only takes real numbers
         f = {key: v for key, v in ev.fields.items()
              if key in _NON_NUMERIC_KEYS or _num(v) is not None}

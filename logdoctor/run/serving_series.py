@@ -25,11 +25,11 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from logdoctor.events import Event
+from logdoctor.records import dataclass, field
 
 MAX_POINTS = 400          # buckets at most: the chart's resolution, and the series' memory
 MAX_DP_RANKS = 64         # DP ranks told apart (a hostile log cannot grow a bucket without bound)

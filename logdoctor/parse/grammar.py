@@ -11,7 +11,7 @@ import re
 from functools import lru_cache
 from typing import Any, cast
 
-from lark import Lark, Token, Transformer, UnexpectedInput
+from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput
 from lark.lexer import PatternRE, PatternStr
 
 from logdoctor.parse.finishers import finish
@@ -132,12 +132,38 @@ TABLE_FORMAT = 1
 def _parser() -> Lark:
     grammar = grammar_path("sglang.lark").read_bytes()
     table = _read_table(grammar)
+    parser: Lark | None = None
     if table is not None:
         try:
-            return Lark._load_from_dict(table["data"], table["memo"], transformer=_ToFields())
+            parser = Lark._load_from_dict(table["data"], table["memo"], transformer=_ToFields())
         except Exception:  # a table lark cannot load is as good as none: build instead
             pass
-    return build_parser(grammar)
+    if parser is None:
+        parser = build_parser(grammar)
+    _without_root_lexer(parser)
+    return parser
+
+
+class _Unlexable(UnexpectedCharacters):
+    def __init__(self) -> None:  # raised as is: nothing reads its message
+        pass
+
+
+class _NoRootLexer:
+    """Stands in for the contextual lexer's root lexer, which lark uses only to word a parse error better.
+
+    A line the grammar does not take is simply not ours (parse_message returns None), so the nicer error is
+    never read, while building that lexer compiles one regex of every terminal (~10 ms, on almost every log).
+    Raising UnexpectedCharacters here makes lark raise the original error, which parse_message catches."""
+
+    def next_token(self, lexer_state: Any, parser_state: Any = None) -> Any:
+        raise _Unlexable()
+
+
+def _without_root_lexer(parser: Lark) -> None:
+    lexer = getattr(getattr(parser, "parser", None), "lexer", None)
+    if hasattr(lexer, "root_lexer"):
+        lexer.root_lexer = _NoRootLexer()  # type: ignore[union-attr]
 
 
 def build_parser(grammar: bytes) -> Lark:

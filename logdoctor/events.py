@@ -52,6 +52,9 @@ def bound_event(ev: Event) -> Event:
         ev.text = clip(ev.text)
     f = ev.fields
     for k, v in f.items():
+        cls = v.__class__
+        if cls is int or cls is float or v is None:  # most values: nothing to cut, tested first
+            continue
         if isinstance(v, str):
             if len(v) > MAX_TEXT_CHARS:
                 f[k] = clip(v, MAX_ARGS_CHARS if (k == "rest" and ev.kind == "server_args") else MAX_TEXT_CHARS)

@@ -19,7 +19,6 @@ import errno
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -108,6 +107,7 @@ class Destination:
             what = "no such directory" if not os.path.exists(parent) else "not a directory"
             raise OutputError(f"{shown}: {what}: {display_path(parent)}")
         try:  # the only reliable test that the rename will work (root ignores modes, file systems are read-only)
+            import tempfile  # only when writing a file: its import (random, shutil) costs every run ~3 ms
             fd, probe = tempfile.mkstemp(prefix=".logdoctor-", suffix=".part", dir=parent)
             os.close(fd)
             os.unlink(probe)
@@ -138,6 +138,7 @@ class Destination:
             return
         parent = os.path.dirname(self.real) or "."
         try:
+            import tempfile
             fd, tmp = tempfile.mkstemp(prefix=".logdoctor-", suffix=".part", dir=parent)
         except OSError as e:  # checked at the start, but the directory may have changed since
             raise OutputError(f"{shown}: cannot create files in {display_path(parent)} ({_reason(e)})") from None

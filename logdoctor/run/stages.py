@@ -51,6 +51,8 @@ _ERA_HINTS: list[tuple[str, Callable[[Event], bool], str]] = [  # (kind, predica
     ("weight_load_end", lambda e: "weight_gib" in e.fields and "elapsed_s" not in e.fields, "v0.4.3-v0.5.8"),
     ("weight_load_end", lambda e: "weight_gib" not in e.fields and "model_class" in e.fields, "v0.1.17-v0.4.3"),
 ]
+_ERA_KINDS = frozenset(kind for kind, _, _ in _ERA_HINTS)
+MAX_LABELS_SEEN = 4096
 _ERA_ORDER = ["v0.1.x", "v0.1.17-v0.4.3", "v0.4.3-v0.5.8", "v0.5.9", "v0.5.10+", "v0.5.13+", "v0.5.14+"]
 # server-arg key, Run attribute, rank prefix name
 _SIZES = (("tp_size", "tp_size", "TP"), ("dp_size", "dp_size", "DP"), ("pp_size", "pp_size", "PP"),
@@ -63,15 +65,19 @@ class StageTracker:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.max_rank: dict[str, int] = {}   # rank prefix name → largest number seen: O(names)
+        self.labels_seen: set[str] = set()
         self.era_rank = -1
 
     def add(self, ev: Event) -> None:
-        if ev.ranks:
+        if ev.ranks and ev.ranks not in self.labels_seen:
+            if len(self.labels_seen) < MAX_LABELS_SEEN:
+                self.labels_seen.add(ev.ranks)  # a label gives the same maxima every time it is printed
             for name, num in _RANK_NAMES.findall(ev.ranks):
                 self.max_rank[name] = max(self.max_rank.get(name, 0), int(num))
         self._stage(ev)
         self._warmup(ev)
-        self._era(ev)
+        if ev.kind in _ERA_KINDS:
+            self._era(ev)
         if ev.secs is not None:
             self.run.last_secs = ev.secs
             if not self.run.ready and self.run.rank_stages:

@@ -41,23 +41,21 @@ def _explain(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
 
 
-def test_shipped_parse_table_is_current_and_equals_a_fresh_build() -> None:
-    source = grammar_path("sglang.lark").read_bytes()
-    shipped = json.loads(grammar_path("sglang.parser.json").read_bytes())
-    assert shipped["grammar_sha256"] == grammar.table_identity(source)["grammar_sha256"], \
-        "grammars/sglang.parser.json is stale: run python tools/build_parser.py"
-    table = grammar._read_table(source)
-    assert table is not None
-    from lark import Lark
-    loaded = Lark._load_from_dict(table["data"], table["memo"], transformer=grammar._ToFields())
-    built = grammar.build_parser(source)
+def test_generated_parser_is_current_and_parses_as_a_fresh_lark_build() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_parser.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    grammar._parser.cache_clear()
+    loaded = grammar._parser()
+    assert type(loaded).__module__ == "logdoctor.parse.sglang_parser"  # the generated one, not lark's build
+    built = grammar.build_parser(grammar_path("sglang.lark").read_bytes())
     lines = 0
     for path in sorted((ROOT / "fixtures").rglob("*.log"))[:400]:
         for raw in path.read_text(encoding="utf-8", errors="replace").splitlines()[:200]:
             for body in (raw, raw.split("] ", 1)[-1]):
-                def result(p: Lark) -> object:
+                def result(p: object) -> object:
                     try:
-                        return p.parse(body)
+                        return p.parse(body)  # type: ignore[attr-defined]
                     except Exception as e:  # noqa: BLE001 - the same failure is part of "the same parser"
                         return type(e).__name__
                 assert result(loaded) == result(built), body
@@ -65,8 +63,25 @@ def test_shipped_parse_table_is_current_and_equals_a_fresh_build() -> None:
     assert lines > 5000
 
 
-def test_a_stale_table_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert grammar._read_table(b"start: \"x\"\n") is None
+def test_explain_never_imports_lark() -> None:
+    code = ("import sys, runpy; sys.argv = ['logdoctor', 'explain', '--exit-zero', %r]\n"
+            "try:\n    runpy.run_module('logdoctor.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "assert 'lark' not in sys.modules, 'lark imported'" % str(EXAMPLE))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_stale_generated_parser_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from logdoctor.parse import sglang_parser
+    monkeypatch.setattr(sglang_parser, "GRAMMAR_DIGEST", "0-0")
+    grammar._parser.cache_clear()
+    try:
+        parser = grammar._parser()
+        assert type(parser).__module__.startswith("lark")  # built by lark from the grammar as it is
+        assert grammar.parse_message("Load weight begin. avail mem=78.61 GB") == ("weight_load_begin", {"avail_gib": 78.61})
+    finally:
+        grammar._parser.cache_clear()
+        grammar._prefilter.cache_clear()
 
 
 def test_nothing_is_read_from_the_temp_dir_even_when_home_is_read_only(tmp_path: Path) -> None:

@@ -1,18 +1,17 @@
 """Message body -> (kind, fields): the lark grammar for launch lines, a fast path for batch lines.
 
-The LALR parser is built once (cached on disk by lark). A cheap prefilter derived from the parser's
-own start state (the first word of every anchor literal, plus the anchor regexes) keeps the
-thousands of lines that cannot match away from lark. Values come out in real units: GiB floats
+The LALR parser is generated ahead of time (lark's standalone parser, see `_parser`). A cheap
+prefilter derived from the parser's own start state (the first word of every anchor literal, plus the
+anchor regexes) keeps the thousands of lines that cannot match away from lark. Values come out in real units: GiB floats
 (`*_gib`), seconds (`*_s`), ints for counts, bools, lists.
 """
 from __future__ import annotations
 
 import re
+import zlib
 from functools import lru_cache
 from typing import Any, cast
 
-from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput
-from lark.lexer import PatternRE, PatternStr
 
 from logdoctor.parse.finishers import finish
 from logdoctor.parse.values import (
@@ -85,149 +84,101 @@ _BATCH_KEYS: dict[str, str] = {
 # the lark grammar
 
 
-class _ToFields(Transformer[Token, Any]):
-    """Every rule becomes (kind, fields): bags are extracted, NUMBER/WORD/REST kept positionally."""
+def _to_fields_class(transformer_base: Any, token_class: Any) -> Any:
+    """The transformer, on the classes of the lark runtime in use (the generated parser's or lark's own)."""
 
-    def bag(self, children: list[Token]) -> Fields:
-        return extract_pairs("".join(str(c) for c in children))
+    class ToFields(transformer_base):
+        """Every rule becomes (kind, fields): bags are extracted, NUMBER/WORD/REST kept positionally."""
 
-    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
-        if data == "start":
-            return children[0]
-        if data.startswith("_"):  # lark's helper rules (e.g. ITEM*) are inlined by the tree builder
-            return super().__default__(data, children, meta)
-        fields: Fields = {}
-        numbers: list[Any] = []
-        for c in children:
-            if isinstance(c, dict):
-                fields.update(c)
-            elif isinstance(c, Token):
-                t = c.type
-                if t == "NUMBER":
-                    n = convert(c)
-                    numbers.append(None if isinstance(n, str) else n)  # a numeral no log means: unknown
-                elif t == "REST":
-                    fields["rest"] = str(c).strip()
-                elif t == "WORD":
-                    fields.setdefault("words", []).append(str(c))
-                elif t.startswith("__ANON") or t.isupper():
-                    if t in ("KV_LABEL", "LEAK_POOL", "WATCHDOG_NAME", "RANK_TAG", "PORT_NAME", "INIT_STATE"):
-                        fields[t.lower()] = str(c).strip()
-                    else:
-                        fields.setdefault("anchor", str(c))
-        if numbers:
-            fields["numbers"] = numbers
-        return str(data), fields
+        def bag(self, children: list[Any]) -> Fields:
+            return extract_pairs("".join(str(c) for c in children))
+
+        def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
+            if data == "start":
+                return children[0]
+            if data.startswith("_"):  # lark's helper rules (e.g. ITEM*) are inlined by the tree builder
+                return super().__default__(data, children, meta)
+            fields: Fields = {}
+            numbers: list[Any] = []
+            for c in children:
+                if isinstance(c, dict):
+                    fields.update(c)
+                elif isinstance(c, token_class):
+                    t = c.type
+                    if t == "NUMBER":
+                        n = convert(c)
+                        numbers.append(None if isinstance(n, str) else n)  # a numeral no log means: unknown
+                    elif t == "REST":
+                        fields["rest"] = str(c).strip()
+                    elif t == "WORD":
+                        fields.setdefault("words", []).append(str(c))
+                    elif t.startswith("__ANON") or t.isupper():
+                        if t in ("KV_LABEL", "LEAK_POOL", "WATCHDOG_NAME", "RANK_TAG", "PORT_NAME", "INIT_STATE"):
+                            fields[t.lower()] = str(c).strip()
+                        else:
+                            fields.setdefault("anchor", str(c))
+            if numbers:
+                fields["numbers"] = numbers
+            return str(data), fields
+    return ToFields
 
 
-# The parser is loaded from a parse table built ahead of time (`tools/build_parser.py`) and shipped as
-# JSON beside the grammar, so no run reads a cache another user could have written (lark's own cache is a
-# pickle, which runs code when loaded) and no first run pays for building. The table names the grammar
-# digest and lark version it was built from; when either differs (a grammar being edited, another lark),
-# the parser is built in memory instead.
-TABLE_FORMAT = 1
+# The parser is lark's standalone parser for this grammar (`logdoctor/parse/sglang_parser.py`, generated by
+# tools/build_parser.py): lark's LALR runtime with the parse table as Python data. Importing it costs a
+# fraction of importing lark (whose grammar compiler every run would load), no run reads a cache another
+# user could have written (lark's own cache is a pickle, which runs code when loaded), and no first run
+# pays for building. The module names the grammar it was built from; when the grammar differs (being
+# edited), lark itself builds the parser in memory instead.
+PARSER_FORMAT = 1
+
+
+def grammar_digest(grammar: bytes) -> str:
+    return f"{zlib.crc32(grammar):08x}{zlib.adler32(grammar):08x}-{len(grammar)}"
 
 
 @lru_cache(maxsize=1)
-def _parser() -> Lark:
+def _parser() -> Any:
     grammar = grammar_path("sglang.lark").read_bytes()
-    table = _read_table(grammar)
-    parser: Lark | None = None
-    if table is not None:
-        try:
-            parser = Lark._load_from_dict(table["data"], table["memo"], transformer=_ToFields())
-        except Exception:  # a table lark cannot load is as good as none: build instead
-            pass
+    parser: Any = None
+    try:
+        from logdoctor.parse import sglang_parser as runtime
+        if runtime.GRAMMAR_DIGEST == grammar_digest(grammar) and runtime.PARSER_FORMAT == PARSER_FORMAT:
+            parser = runtime.Lark_StandAlone(transformer=_to_fields_class(runtime.Transformer, runtime.Token)())
+            _without_root_lexer(parser, runtime.UnexpectedCharacters)
+    except Exception:  # missing, stale or broken: lark builds it
+        parser = None
     if parser is None:
         parser = build_parser(grammar)
-    _without_root_lexer(parser)
     return parser
 
 
-class _Unlexable(UnexpectedCharacters):
-    def __init__(self) -> None:  # raised as is: nothing reads its message
-        pass
-
-
-class _NoRootLexer:
-    """Stands in for the contextual lexer's root lexer, which lark uses only to word a parse error better.
-
-    A line the grammar does not take is simply not ours (parse_message returns None), so the nicer error is
-    never read, while building that lexer compiles one regex of every terminal (~10 ms, on almost every log).
-    Raising UnexpectedCharacters here makes lark raise the original error, which parse_message catches."""
-
-    def next_token(self, lexer_state: Any, parser_state: Any = None) -> Any:
-        raise _Unlexable()
-
-
-def _without_root_lexer(parser: Lark) -> None:
-    lexer = getattr(getattr(parser, "parser", None), "lexer", None)
-    if hasattr(lexer, "root_lexer"):
-        lexer.root_lexer = _NoRootLexer()  # type: ignore[union-attr]
-
-
-def build_parser(grammar: bytes) -> Lark:
-    return Lark(grammar.decode("utf-8"), parser="lalr", lexer="contextual", transformer=_ToFields(),
-                propagate_positions=False)
-
-
-def table_identity(grammar: bytes) -> dict[str, Any]:
-    import hashlib
-
+def build_parser(grammar: bytes, transformer: bool = True) -> Any:
+    """The parser built by lark itself (tools/build_parser.py, and a grammar newer than the generated parser)."""
     import lark
-    return {"format": TABLE_FORMAT, "grammar_sha256": hashlib.sha256(grammar).hexdigest(),
-            "lark": lark.__version__}
+    parser = lark.Lark(grammar.decode("utf-8"), parser="lalr", lexer="contextual", propagate_positions=False,
+                       transformer=_to_fields_class(lark.Transformer, lark.Token)() if transformer else None)
+    if transformer:
+        _without_root_lexer(parser, lark.exceptions.UnexpectedCharacters)
+    return parser
 
 
-def serialize_table(parser: Lark, grammar: bytes) -> str:
-    """The parser as JSON: lark's own serialisation, with int-keyed maps and tuples made explicit."""
-    import json
+def _without_root_lexer(parser: Any, unexpected_characters: type[Exception]) -> None:
+    """lark's contextual lexer builds a root lexer (one regex of all ~130 terminals, ~10 ms) only to word
+    a parse error better. A line the grammar does not take is simply not ours (parse_message returns None),
+    so the nicer wording is never read: a stand-in raises UnexpectedCharacters, on which lark re-raises
+    the original error."""
 
-    from lark.grammar import Rule
-    from lark.lexer import TerminalDef
-    data, memo = parser.memo_serialize([TerminalDef, Rule])
-    data["options"] = {k: v for k, v in data["options"].items() if k != "transformer"}
-    return json.dumps({**table_identity(grammar), "data": _to_json(data), "memo": _to_json(memo)},
-                      separators=(",", ":"), sort_keys=True)
+    class Unlexable(unexpected_characters):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:  # raised as is: nothing reads its message
+            pass
 
+    class NoRootLexer:
+        def next_token(self, lexer_state: Any, parser_state: Any = None) -> Any:
+            raise Unlexable()
 
-def _read_table(grammar: bytes) -> dict[str, Any] | None:
-    import json
-    try:
-        raw = json.loads(grammar_path("sglang.parser.json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(raw, dict) or any(raw.get(k) != v for k, v in table_identity(grammar).items()):
-        return None
-    return {"data": _from_json(raw.get("data")), "memo": _from_json(raw.get("memo"))}
-
-
-_INT_KEYS = "__int_keys__"
-_TUPLE = "__tuple__"
-
-
-def _to_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        if value and all(isinstance(k, int) for k in value):
-            return {_INT_KEYS: [[k, _to_json(v)] for k, v in value.items()]}
-        return {str(k): _to_json(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return {_TUPLE: [_to_json(v) for v in value]}
-    if isinstance(value, list):
-        return [_to_json(v) for v in value]
-    return value
-
-
-def _from_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        if _INT_KEYS in value:
-            return {int(k): _from_json(v) for k, v in value[_INT_KEYS]}
-        if _TUPLE in value:
-            return tuple(_from_json(v) for v in value[_TUPLE])
-        return {k: _from_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_from_json(v) for v in value]
-    return value
+    lexer: Any = getattr(getattr(parser, "parser", None), "lexer", None)
+    if hasattr(lexer, "root_lexer"):
+        lexer.root_lexer = NoRootLexer()
 
 
 @lru_cache(maxsize=1)
@@ -244,9 +195,9 @@ def _prefilter() -> tuple[frozenset[str], re.Pattern[str]]:
         if term is None:
             continue
         pat = term.pattern
-        if isinstance(pat, PatternStr):
+        if pat.type == "str":
             words.add(pat.value[:3])
-        elif isinstance(pat, PatternRE):
+        elif pat.type == "re":
             patterns.append(f"(?:{pat.value})")
     return frozenset(words), re.compile("|".join(patterns))
 
@@ -263,8 +214,6 @@ def parse_message(body: str) -> tuple[str, Fields] | None:
         # with a transformer, lark's LALR parser returns what the transformer built (_ToFields: kind, fields),
         # not the tree lark's signature names
         kind, fields = cast("tuple[str, Fields]", _parser().parse(body))
-    except UnexpectedInput:
-        return None
-    except Exception:  # lark raises a few other errors on odd input; a line we can't parse is unparsed
+    except Exception:  # lark's UnexpectedInput, and a few other errors on odd input: a line we can't parse is unparsed
         return None
     return kind, finish(kind, fields, body)

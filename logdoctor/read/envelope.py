@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from itertools import pairwise
 
 from logdoctor.read.envelope_json import Attrs, Peeled, peel_json
+from logdoctor.records import dataclass, field
 
 MAX_LAYERS = 6
 LAYER_NAMES = ("json", "cri", "kubectl-prefix", "stern", "compose", "rfc3339", "journald", "syslog", "ray",
@@ -238,8 +238,34 @@ def _peel_stern_with(containers: frozenset[str]) -> Callable[[str], Peeled | Non
     return peel
 
 
+# Detection, the newest-first test, the wrap-width guess and the peeling of the sample read ingest's sample
+# lines several times: a JSON record is decoded once. Bounded: short records only, and the memo starts over
+# when full.
+JSON_MEMO_LINES = 2048
+JSON_MEMO_CHARS = 2048
+_json_memo: dict[str, Peeled | None] = {}
+
+
+def _peel_json_once(t: str) -> Peeled | None:
+    if t[:1] != "{":
+        return None
+    if len(t) > JSON_MEMO_CHARS:
+        return peel_json(t)
+    if t in _json_memo:
+        got = _json_memo[t]
+    else:
+        got = peel_json(t)
+        if len(_json_memo) >= JSON_MEMO_LINES:
+            _json_memo.clear()
+        _json_memo[t] = got
+    if got is None:
+        return None
+    text, attrs, partial = got
+    return text, None if attrs is None else dict(attrs), partial  # callers add to attrs: each gets its own
+
+
 PEELERS: dict[str, Callable[[str], Peeled | None]] = {
-    "json": peel_json, "cri": _peel_cri, "journald": _peel_journald, "syslog": _peel_syslog,
+    "json": _peel_json_once, "cri": _peel_cri, "journald": _peel_journald, "syslog": _peel_syslog,
     "severity": _peel_severity, "rfc3339": _peel_rfc3339, "kubectl-prefix": _peel_kubectl, "ray": _peel_ray,
     "compose": _peel_compose, "srun": _peel_srun, "quote": _peel_quote,
 }

@@ -31,13 +31,15 @@ import re
 import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from logdoctor.read import bulkscan
+from logdoctor.read.bulkscan import BlockScan
 from logdoctor.read.envelope import LAYER_NAMES, Envelope
 from logdoctor.read.envelope import detect as detect_envelope
 from logdoctor.read.envelope_stream import peel_lines, reversed_raws
 from logdoctor.read.sniff import InputError, open_source, peek_head
+from logdoctor.records import dataclass
 
 MAX_LINE_BYTES = 1 << 20
 TRUNCATION_MARK = " [logdoctor: line cut at 1 MiB]"
@@ -413,32 +415,37 @@ def _bulk_lines(stream: BinaryIO, number: int, sink: BatchSink, shape: _BulkShap
     carry = b""
     skipping = False  # inside an over-long line, discarding up to its newline
     counter = [number, 0]  # the last line's number; 1 when it was a partial record (see _scan_block)
-    while True:
-        try:
-            chunk = stream.read(BULK_CHUNK)
-        except EOFError:
-            break  # a .gz still being written
-        if not chunk:
-            break
-        if skipping:
-            nl = chunk.find(b"\n")
-            if nl < 0:
+    try:
+        while True:
+            try:
+                chunk = stream.read(BULK_CHUNK)
+            except EOFError:
+                break  # a .gz still being written
+            if not chunk:
+                break
+            if skipping:
+                nl = chunk.find(b"\n")
+                if nl < 0:
+                    continue
+                chunk, skipping = chunk[nl + 1:], False
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                data = carry + chunk
+                if len(data) >= MAX_LINE_BYTES:
+                    number += 1
+                    yield from lines_of(number, data[:MAX_LINE_BYTES].decode("utf-8", "replace"), True)
+                    carry, skipping = b"", True
+                else:
+                    carry = data
                 continue
-            chunk, skipping = chunk[nl + 1:], False
-        data = carry + chunk if carry else chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            if len(data) >= MAX_LINE_BYTES:
-                number += 1
-                yield from lines_of(number, data[:MAX_LINE_BYTES].decode("utf-8", "replace"), True)
-                carry, skipping = b"", True
-            else:
-                carry = data
-            continue
-        carry = data[cut + 1:]
-        counter[0] = number
-        yield from _scan_block(data[:cut], counter, sink, shape, lines_of)
-        number = counter[0]
+            # the block is the carried partial line and the chunk up to its last newline, copied once
+            block = b"".join((carry, memoryview(chunk)[:cut])) if carry else chunk[:cut]
+            carry = chunk[cut + 1:]
+            counter[0] = number
+            yield from _scan_block(block, counter, sink, shape, lines_of)
+            number = counter[0]
+    finally:
+        bulkscan.forget()
     if carry and not skipping:
         number += 1
         yield from lines_of(number, carry[:MAX_LINE_BYTES].decode("utf-8", "replace"), len(carry) > MAX_LINE_BYTES)
@@ -448,19 +455,40 @@ _PERIODIC_MARKS = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" 200')
 _SMALL_BLOCK = 1 << 16
 
 
+# what every block is scanned for (bulkscan: one pass when compiled): its lines and what makes it dirty
+_BLOCK_NEEDLES = (b"\n", b"\x1b", b"\r", b"\x00")
+
+
 @dataclass(frozen=True, slots=True)
 class _BulkShape:
     """How periodic lines look inside this stream's envelope, and which records are partial.
 
     A partial record (CRI `P`, a docker json-file `log` without its newline) and the record after it
-    never go to the sink: envelope_stream joins them into one line first."""
+    never go to the sink: envelope_stream joins them into one line first. `has_partial` asks that of a
+    raw line, `block_partial` of a whole scanned block (the same test, on the counts of `tells`)."""
 
     marks: tuple[bytes, ...] = _PERIODIC_MARKS
     has_partial: Callable[[bytes], bool] | None = None
+    block_partial: Callable[[BlockScan], bool] | None = None
+    tells: tuple[bytes, ...] = ()
+
+    @property
+    def needles(self) -> tuple[bytes, ...]:
+        return _BLOCK_NEEDLES + self.marks + self.tells
+
+
+_CRI_TELLS = (b" stdout P ", b" stderr P ")
 
 
 def _cri_partial(raw: bytes) -> bool:
     return b" stdout P " in raw or b" stderr P " in raw
+
+
+def _cri_block_partial(scan: BlockScan) -> bool:
+    return scan.has(b" stdout P ") or scan.has(b" stderr P ")
+
+
+_JSON_TELLS = (b'"logtag":"', b'"_p":"', b'"logtag":"P"', b'"_p":"P"', b'"log":"', b'\\n","')
 
 
 def _json_partial(raw: bytes) -> bool:
@@ -469,10 +497,16 @@ def _json_partial(raw: bytes) -> bool:
     return raw.count(b'"log":"') != raw.count(b'\\n","')  # docker json-file: `log` ends in \n unless split
 
 
+def _json_block_partial(scan: BlockScan) -> bool:
+    if scan.has(b'"logtag":"') or scan.has(b'"_p":"'):
+        return scan.has(b'"logtag":"P"') or scan.has(b'"_p":"P"')
+    return scan.count(b'"log":"') != scan.count(b'\\n","')
+
+
 _PLAIN_SHAPE = _BulkShape()
 # inside a JSON string the quotes of an access line are escaped
-_JSON_SHAPE = _BulkShape(_PERIODIC_MARKS[:2] + (b'HTTP/1.1\\" 200',), _json_partial)
-_CRI_SHAPE = _BulkShape(_PERIODIC_MARKS, _cri_partial)
+_JSON_SHAPE = _BulkShape(_PERIODIC_MARKS[:2] + (b'HTTP/1.1\\" 200',), _json_partial, _json_block_partial, _JSON_TELLS)
+_CRI_SHAPE = _BulkShape(_PERIODIC_MARKS, _cri_partial, _cri_block_partial, _CRI_TELLS)
 
 
 def _bulk_shape(env: Envelope) -> _BulkShape:
@@ -493,13 +527,14 @@ def _scan_block(block: bytes, counter: list[int], sink: BatchSink, shape: _BulkS
     halved until the stretches that hold other lines are small. Steady serving logs never reach the
     per-line loop, which is what keeps multi-GB logs within reach of `grep -c`.
     """
-    n_lines = block.count(b"\n") + 1
-    dirty = b"\x1b" in block or b"\r" in block or b"\x00" in block
+    scan = bulkscan.scan(block, shape.needles)  # kept: the sink is handed this very block and asks again
+    n_lines = scan.count(b"\n") + 1
+    dirty = scan.has(b"\x1b") or scan.has(b"\r") or scan.has(b"\x00")
     partial = shape.has_partial
     if not dirty:
-        n_marks = sum(block.count(m) for m in shape.marks)
+        n_marks = sum(scan.count(m) for m in shape.marks)
         if (n_marks == n_lines and len(block) < n_lines * 8192 and not counter[1]
-                and (partial is None or not partial(block))):
+                and (shape.block_partial is None or not shape.block_partial(scan))):
             counter[0] += n_lines
             sink(block, counter[0])
             return

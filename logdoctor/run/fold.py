@@ -87,8 +87,7 @@ class RunBuilder:
         server was still serving then."""
         self.last_line = max(self.last_line, last_line)
         self.run.last_serving_line = max(self.run.last_serving_line, last_line)
-        self.run.event_count += blob.count(b"\n") + 1
-        self.batch_stats.add_batch_lines(blob)
+        self.run.event_count += self.batch_stats.add_batch_lines(blob)  # it counts the lines anyway
 
     def add(self, ev: Event) -> None:
         run = self.run

@@ -1,0 +1,6 @@
+# The compiled half of bulkscan.py (_bulkscan.c); see there for what each returns.
+from typing_extensions import Buffer as _Buffer
+
+def scan(block: _Buffer, needles: tuple[bytes, ...], /) -> tuple[tuple[int, ...], bytes, float | None, int | None,
+                                                                  int | None]: ...
+def bin_values(packed: _Buffer, den: float, bins: dict[int, int], /) -> None: ...

@@ -1,7 +1,11 @@
 """The grammar's tolerance: fields that drift between versions never break a line's parsing."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from logdoctor.parse.grammar import parse_batch, parse_message
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_unknown_new_fields_in_memory_lines_are_kept_not_fatal() -> None:
@@ -36,3 +40,35 @@ def test_batch_lines_of_every_shape_and_unknown_keys() -> None:
 def test_lines_that_are_not_ours_are_not_forced_into_a_kind() -> None:
     for line in ("Load the weights now", "KV cache warmup done", "Memory pool stats follow", "Killed by signal 9"):
         assert parse_message(line) is None, line
+
+
+def test_anchor_prefilter_by_first_character_agrees_with_one_alternation() -> None:
+    """The anchors grouped by first character accept exactly the bodies one alternation of them all accepts."""
+    import re as std_re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from logdoctor.parse.grammar import _prefilter
+    from logdoctor.read.prefix import split_prefix
+    _, anchors = _prefilter()
+    whole = std_re.compile("|".join(f"(?:{p})" for p in anchors.patterns))
+    bodies = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.log")):
+        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            body = split_prefix(raw).body
+            for b in (raw, body, body[1:]):
+                assert anchors.match(b) == bool(whole.match(b)), b
+                bodies += 1
+    assert bodies > 20_000
+    starts = sorted(anchors.named) + ["", " ", "x", "é"]
+    words = ["Capture cuda graph bs", "NCCL version 2.21", "Load weight end.", " leak detected!", " watchdog timeout (",
+             "KV Cache is allocated.", " at 3 is not available in", "Waiting for application startup.", "[Rank 0]",
+             "TorchSymmMemCommunicator:", "Scheduler hit an exception", "(", "\\", "[", "?"]
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.sampled_from(starts), st.lists(st.sampled_from(words) | st.text(max_size=6), max_size=4))
+    def agree(start: str, parts: list[str]) -> None:
+        b = start + "".join(parts)
+        assert anchors.match(b) == bool(whole.match(b)), b
+    agree()

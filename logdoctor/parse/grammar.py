@@ -182,8 +182,8 @@ def _without_root_lexer(parser: Any, unexpected_characters: type[Exception]) -> 
 
 
 @lru_cache(maxsize=1)
-def _prefilter() -> tuple[frozenset[str], re.Pattern[str]]:
-    """First words of the anchor literals and one regex for anchor patterns, from the start state."""
+def _prefilter() -> tuple[frozenset[str], AnchorPatterns]:
+    """First words of the anchor literals and the anchor patterns, from the start state."""
     parser = _parser()
     table = parser.parser.parser.parser.parse_table
     start_state = table.start_states["start"]
@@ -198,8 +198,120 @@ def _prefilter() -> tuple[frozenset[str], re.Pattern[str]]:
         if pat.type == "str":
             words.add(pat.value[:3])
         elif pat.type == "re":
-            patterns.append(f"(?:{pat.value})")
-    return frozenset(words), re.compile("|".join(patterns))
+            patterns.append(pat.value)
+    return frozenset(words), AnchorPatterns(patterns)
+
+
+class AnchorPatterns:
+    """`match(body)`: whether one of the anchor regexes matches at the start of `body`.
+
+    One alternation of all of them costs every line a try of each; most anchors can only start with one or
+    two characters, so they are grouped by the first character of the body (an anchor whose first
+    character is not plain to see is in every group). Each group is compiled when first needed; a body
+    starting with a character no anchor names takes the group of those others only."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.patterns = patterns
+        self.firsts = [_first_chars(p) for p in patterns]
+        self.named = frozenset().union(*(f for f in self.firsts if f is not None))
+        self._groups: dict[str, re.Pattern[str] | None] = {}
+
+    def _group(self, c: str) -> re.Pattern[str] | None:
+        picked = [p for p, f in zip(self.patterns, self.firsts) if f is None or c in f]
+        rx = re.compile("|".join(f"(?:{p})" for p in picked)) if picked else None
+        self._groups[c] = rx
+        return rx
+
+    def match(self, body: str) -> bool:
+        c = body[:1]
+        if c not in self.named:
+            c = ""  # the group of anchors that may start with anything
+        rx = self._groups[c] if c in self._groups else self._group(c)
+        return rx is not None and rx.match(body) is not None
+
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-:=,'\"!#%&/;<>@`~")
+
+
+def _first_chars(pattern: str) -> frozenset[str] | None:
+    """The characters a match of `pattern` can start with, or None when that is not plain to see."""
+    out: set[str] = set()
+    for branch in _split_top(pattern):
+        first = _branch_first(branch)
+        if first is None:
+            return None
+        out |= first
+    return frozenset(out)
+
+
+def _split_top(p: str) -> list[str]:
+    """The top-level alternatives of a pattern (a `|` inside a group or a class does not split)."""
+    parts, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(p):
+        c = p[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if p[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(p[start:i])
+            start = i + 1
+        i += 1
+    parts.append(p[start:])
+    return parts
+
+
+def _optional(p: str, end: int) -> bool:
+    """Whether the atom ending before `end` may be absent (a quantifier that allows zero)."""
+    q = p[end:end + 1]
+    return q in ("?", "*") or (q == "{" and p[end + 1:end + 2] in ("0", ","))
+
+
+def _branch_first(b: str) -> frozenset[str] | None:
+    if not b:
+        return None
+    c = b[0]
+    if c in _PLAIN:
+        return None if _optional(b, 1) else frozenset(c)
+    if c == "\\" and len(b) > 1 and not b[1].isalnum():  # an escaped literal such as `\[`
+        return None if _optional(b, 2) else frozenset(b[1])
+    if c == "[":
+        end = b.find("]", 1)
+        chars = b[1:end] if end > 1 else ""
+        if not chars or any(ch not in _PLAIN or ch == "-" for ch in chars) or _optional(b, end + 1):
+            return None
+        return frozenset(chars)
+    if c == "(" and not b.startswith("(?"):
+        depth, i = 0, 0
+        while i < len(b):
+            ch = b[i]
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == "[":  # a class may hold parentheses
+                close = b.find("]", i + 2)
+                i = close + 1 if close > 0 else len(b)
+                continue
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        if depth != 0 or _optional(b, i + 1):
+            return None
+        return _first_chars(b[1:i])
+    return None
 
 
 from logdoctor.parse.finishers import nccl_watchdog_fields  # noqa: E402,F401  (re-exported for parse.py)
@@ -207,8 +319,8 @@ from logdoctor.parse.finishers import nccl_watchdog_fields  # noqa: E402,F401  (
 
 def parse_message(body: str) -> tuple[str, Fields] | None:
     """Parse one message body (prefix already removed) with the grammar; None when it is not ours."""
-    heads, patterns = _prefilter()
-    if body[:3] not in heads and not patterns.match(body):
+    heads, anchors = _prefilter()
+    if body[:3] not in heads and not anchors.match(body):
         return None
     try:
         # with a transformer, lark's LALR parser returns what the transformer built (_ToFields: kind, fields),

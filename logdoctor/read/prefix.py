@@ -153,10 +153,10 @@ def _inner(p: Prefixed) -> Prefixed:
     if " NCCL " in t or " NVSHMEM " in t:
         m = _NCCL.match(t)
         if m:
-            p.level, p.origin, p.body = m.group("level"), "nccl", m.group("msg")
-            p.rank, p.ranks = int(m.group("rank")), f"rank{m.group('rank')}"
-            p.extra = {"host": m.group("host"), "pid": m.group("pid"), "location": m.group("loc").strip(),
-                       "library": m.group("lib")}
+            host, pid, _, rank, loc, lib, level, msg = m.groups()  # one call: every NCCL INFO line comes here
+            p.level, p.origin, p.body = level, "nccl", msg
+            p.rank, p.ranks = int(rank), f"rank{rank}"
+            p.extra = {"host": host, "pid": pid, "location": loc.strip(), "library": lib}
             return p
     if c == "[" and t[2:3] == " ":
         m = _TORCH_OLD.match(t)

@@ -61,7 +61,7 @@ FAILURE_VALUE_KEYS = frozenset({
     "mem_fraction_static", "minimum", "viable", "requested", "profiled",
     "tried_gib", "free_gib", "total_gib", "in_use_gib", "allocated_gib", "reserved_gib", "this_process_gib",
 })
-_NCCL_FAIL = re.compile(r"WARN|ERROR|ABORT")
+_NCCL_FAIL = frozenset({"WARN", "ERROR", "ABORT"})
 _SERVING_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
 _VERSION = re.compile(r"\bsglang(?:==| version:? ?|-)v?(\d{1,4}\.\d{1,4}\.\d{1,4}(?:\.post\d{1,4}|rc\d{1,4})?)", re.IGNORECASE)
 
@@ -119,7 +119,7 @@ class RunBuilder:
     def _failure(self, ev: Event) -> None:
         run, k = self.run, ev.kind
         level = ev.fields.get("level")
-        if k in FAILURE_KINDS or (k == "nccl_log" and _NCCL_FAIL.fullmatch(str(level))) or \
+        if k in FAILURE_KINDS or (k == "nccl_log" and str(level) in _NCCL_FAIL) or \
                 (k == "torch_log" and level in ("E", "F")):
             target = run.warnings if k in _SURVIVED_FAILURE_KINDS or (k == "nccl_log" and level == "WARN") \
                 else run.failures

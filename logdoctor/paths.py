@@ -22,10 +22,11 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from logdoctor import regexes
 from logdoctor.records import dataclass
 
 # one character per match: linear, and the class is small enough to read
-_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSHOWABLE = regexes.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(m: re.Match[str]) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from logdoctor import regexes
 from logdoctor.cli.common import (
     EXIT_OK,
     UsageError,
@@ -42,8 +43,8 @@ META = "logdoctor.config"
 # A pyproject.toml is ours to read when it may hold the table: `[tool.logdoctor]` / `[tool.logdoctor.batch]`
 # (then a broken file is an error), or `tool.logdoctor.jobs = 2` / `logdoctor = {...}` under `[tool]` (a
 # broken file that only may hold it, such as `logdoctor = "logdoctor.cli:main"` in scripts, is passed by)
-_OUR_TABLE = re.compile(r"^[ \t]*\[[ \t]*tool[ \t]*\.[ \t]*[\"']?logdoctor", re.MULTILINE)
-_MAY_HOLD_TABLE = re.compile(r"^[ \t]*(?:tool[ \t]*\.[ \t]*[\"']?logdoctor|[\"']?logdoctor[\"']?[ \t]*=)", re.MULTILINE)
+_OUR_TABLE = regexes.compile(r"^[ \t]*\[[ \t]*tool[ \t]*\.[ \t]*[\"']?logdoctor", re.MULTILINE)
+_MAY_HOLD_TABLE = regexes.compile(r"^[ \t]*(?:tool[ \t]*\.[ \t]*[\"']?logdoctor|[\"']?logdoctor[\"']?[ \t]*=)", re.MULTILINE)
 
 
 @dataclass(frozen=True)

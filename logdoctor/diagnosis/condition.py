@@ -5,10 +5,11 @@ import fnmatch
 import re
 from typing import Union
 
+from logdoctor import regexes
 from logdoctor.records import dataclass
 
 MAX_DEPTH = 50
-_TOKEN = re.compile(r"\s*(\(|\)|[A-Za-z_][A-Za-z0-9_]*\*?|\d+|\S)")
+_TOKEN = regexes.compile(r"\s*(\(|\)|[A-Za-z_][A-Za-z0-9_]*\*?|\d+|\S)")
 
 
 @dataclass(frozen=True)

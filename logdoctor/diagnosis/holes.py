@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import re
 
+from logdoctor import regexes
+
 _HOLES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a lone '?'", re.compile(r"(?:^|[\s=+(:/\[,])\?(?=$|[\s),.;:\]])")),
-    ("None/null/nan", re.compile(r"\b(?:None|null|nan|NaN)\b")),
-    ("'a rank'", re.compile(r"\b(?:rank|on|of|from|by|for|at) a rank\b(?! (?:that|which|whose|other|more))")),
-    ("dangling punctuation", re.compile(r"(?:\s[.,;:](?:\s|$)|[,:;]\s*[.)]|\(\s*[,.;:]|\s\)|[,;:]$)")),
-    ("sentence ending on a connective", re.compile(
+    ("a lone '?'", regexes.compile(r"(?:^|[\s=+(:/\[,])\?(?=$|[\s),.;:\]])")),
+    ("None/null/nan", regexes.compile(r"\b(?:None|null|nan|NaN)\b")),
+    ("'a rank'", regexes.compile(r"\b(?:rank|on|of|from|by|for|at) a rank\b(?! (?:that|which|whose|other|more))")),
+    ("dangling punctuation", regexes.compile(r"(?:\s[.,;:](?:\s|$)|[,:;]\s*[.)]|\(\s*[,.;:]|\s\)|[,;:]$)")),
+    ("sentence ending on a connective", regexes.compile(
         r"\b(?:of|to|with|from|than|by|the|an|is|are|was|and|or)\.(?=\s|$)")),
 )
-_EMPTY_QUOTES = re.compile(r"(?:\"\"|\u201c\u201d|``|(?<![\w'])''(?![\w']))")
+_EMPTY_QUOTES = regexes.compile(r"(?:\"\"|\u201c\u201d|``|(?<![\w'])''(?![\w']))")
 # what the log or a command says is quoted: its own `None`, `()` or `''` are not holes of the template
-_QUOTED = re.compile(r"\"[^\"\n]{1,2000}\"|\u201c[^\u201d\n]{1,2000}\u201d|`[^`\n]{1,2000}`")
+_QUOTED = regexes.compile(r"\"[^\"\n]{1,2000}\"|\u201c[^\u201d\n]{1,2000}\u201d|`[^`\n]{1,2000}`")
 
 
 def holes(text: str) -> list[str]:

@@ -24,6 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
+from logdoctor import regexes
+
 MAX_RULE_BYTES = 256 * 1024
 MAX_RULE_FILES = 1_000      # per directory; 92 are built in
 MAX_WALK_ENTRIES = 20_000
@@ -330,7 +332,7 @@ def _check_and_map(root: Any) -> dict[str, int]:
     return lines
 
 
-_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+_QUOTED = regexes.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
 
 
 def _plain_problem(problem: str | None) -> str:

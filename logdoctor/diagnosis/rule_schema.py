@@ -11,9 +11,10 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from logdoctor import regexes
 from logdoctor.resources import builtin_rules_dir
 
-RULE_ID = re.compile(r"(MEM|IPC|GRF|COM|UNS|ENV|CFG|UNK)[0-9]{3}")
+RULE_ID = regexes.compile(r"(MEM|IPC|GRF|COM|UNS|ENV|CFG|UNK)[0-9]{3}")
 _TYPE_WORDS = {"string": "text", "number": "a number", "integer": "a whole number", "boolean": "true or false",
                "null": "null", "array": "a list", "object": "a mapping"}
 

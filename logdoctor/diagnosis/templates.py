@@ -10,14 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from logdoctor import regexes
+
 MAX_FORMAT_WIDTH = 100
 MAX_FIELD_CHARS = 1_000
 
-_FIELD = re.compile(r"\{([^{}]*)\}")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+_FIELD = regexes.compile(r"\{([^{}]*)\}")
+_NAME = regexes.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 # [[fill]align][sign][#][0][width][,|_][.precision][type]; the fill is any one character but a brace
-_SPEC = re.compile(r"(?:([^{}])?([<>=^]))?([-+ ])?(#)?(0)?(\d+)?([,_])?(?:\.(\d+))?([bcdeEfFgGnosxX%])?")
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.]*)(?::([^{}]*))?\}")
+_SPEC = regexes.compile(r"(?:([^{}])?([<>=^]))?([-+ ])?(#)?(0)?(\d+)?([,_])?(?:\.(\d+))?([bcdeEfFgGnosxX%])?")
+_PLACEHOLDER = regexes.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.]*)(?::([^{}]*))?\}")
 
 
 def template_problem(text: str) -> str | None:

@@ -21,13 +21,14 @@ from contextlib import closing
 from datetime import datetime, timedelta
 from typing import IO, Any
 
+from logdoctor import regexes
 from logdoctor.paths import display_path, display_text
 from logdoctor.records import asdict, dataclass
 
 # What a directory walk picks up: NAME.log / .txt / .out / .err, optionally rotated (server.log.1,
 # server.log-20240101, server.log.2024-01-01) and optionally gzipped (.gz); and any other .gz file.
 # Bounded repetition only: a file name is untrusted input too.
-LOG_NAME = re.compile(r"(?:\.(?:log|txt|out|err)(?:[.-][0-9][0-9._-]{0,31})?(?:\.gz)?|\.gz)$")
+LOG_NAME = regexes.compile(r"(?:\.(?:log|txt|out|err)(?:[.-][0-9][0-9._-]{0,31})?(?:\.gz)?|\.gz)$")
 DEFAULT_TIMEOUT_S = 120.0
 _EPOCH, _MICROSECOND = datetime(1970, 1, 1), timedelta(microseconds=1)
 

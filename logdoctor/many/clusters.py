@@ -12,16 +12,17 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
+from logdoctor import regexes
 from logdoctor.paths import display_text
 from logdoctor.records import dataclass, field
 
 _MASKS = [
-    (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
-    (re.compile(r"\b[0-9a-f]{12,}\b"), "<hex>"),
-    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<addr>"),
-    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>"),
-    (re.compile(r"\b(?:TP|DP|PP|EP|rank|Rank|GPU|gpu|cuda:)\s?\d+\b"), "<rank>"),
-    (re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"), "<n>"),
+    (regexes.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
+    (regexes.compile(r"\b[0-9a-f]{12,}\b"), "<hex>"),
+    (regexes.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<addr>"),
+    (regexes.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>"),
+    (regexes.compile(r"\b(?:TP|DP|PP|EP|rank|Rank|GPU|gpu|cuda:)\s?\d+\b"), "<rank>"),
+    (regexes.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"), "<n>"),
 ]
 SIMILARITY = 85.0
 

@@ -27,6 +27,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
+from logdoctor import regexes
 from logdoctor.many.follow_source import FollowSource
 from logdoctor.read.ingest import InputError, node_of
 from logdoctor.read.sniff import compression_of, display_name
@@ -58,7 +59,7 @@ STALL_DEFAULT = 300.0
 EXIT_STALLED = 3          # explain --follow: no line arrived for --stall-timeout seconds
 
 # lines that may change the verdict: plain alternatives (no nested quantifiers: a line is untrusted input)
-_TRIGGER = re.compile(rb"Traceback|[Ee]rror|[Ee]xception|fired up|ready to roll|[Kk]illed|[Ff]ailed|FAILED|"
+_TRIGGER = regexes.compile(rb"Traceback|[Ee]rror|[Ee]xception|fired up|ready to roll|[Kk]illed|[Ff]ailed|FAILED|"
                       rb"[Ff]atal|SIGSEGV|SIGABRT|Segmentation|[Aa]bort|died|exit|NCCL WARN|[Tt]imeout|"
                       rb"timed out|out of memory|OOM|Received sig")
 _MAGICS = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x5d\x00\x00", b"\x28\xb5\x2f\xfd")

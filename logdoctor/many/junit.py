@@ -15,11 +15,12 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 
+from logdoctor import regexes
 from logdoctor.many.batch import BatchRow
 from logdoctor.paths import display_path
 
 # everything outside XML 1.0's Char production: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-]
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NOT_XML = regexes.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 EVIDENCE_MAX_CHARS = 2000  # an evidence line is one log line; a line of megabytes is cut, not copied whole
 
 

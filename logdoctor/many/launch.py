@@ -26,6 +26,7 @@ from contextlib import ExitStack, contextmanager
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from logdoctor import regexes
 from logdoctor.read.citations import Citations, MergedPositions
 from logdoctor.read.ingest import InputError, Line, node_of, read_lines, read_stream
 from logdoctor.records import dataclass, field
@@ -309,7 +310,7 @@ def _diagnose_streams(streams: list[Stream], rules: list[Rule], envelope: str | 
     return report
 
 
-_GLOG_TS = re.compile(r"(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?$")
+_GLOG_TS = regexes.compile(r"(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?$")
 _EPOCH_FLOOR = 400 * 86400.0     # seconds: below this a time is seconds since midnight (no date printed)
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import polars as pl
 
+from logdoctor import regexes
+
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "results.schema.json"
 SCHEMA_VERSION = 1
 EPOCH_FLOOR_S = 400 * 86400.0  # Event.secs below this is seconds since midnight (the line printed no date)
@@ -33,8 +35,8 @@ UNKNOWN_DATE = "unknown"
 
 _SCALARS: dict[str, Any] = {"string": pl.String, "int64": pl.Int64, "float64": pl.Float64, "bool": pl.Boolean,
                             "datetime[us]": pl.Datetime("us"), "datetime[us, UTC]": pl.Datetime("us", "UTC")}
-_LIST = re.compile(r"^list\[(.*)\]$")
-_STRUCT = re.compile(r"^struct\{(.*)\}$")
+_LIST = regexes.compile(r"^list\[(.*)\]$")
+_STRUCT = regexes.compile(r"^struct\{(.*)\}$")
 
 
 def parse_type(text: str) -> Any:
@@ -164,7 +166,7 @@ def launch_date(head: bytes) -> str:
     return m.group(1).decode("ascii") if m else UNKNOWN_DATE
 
 
-_DATED = re.compile(rb"(?<![0-9])((?:19|20)[0-9]{2}-[01][0-9]-[0-3][0-9])[ T][0-2][0-9]:[0-5][0-9]:[0-5][0-9]")
+_DATED = regexes.compile(rb"(?<![0-9])((?:19|20)[0-9]{2}-[01][0-9]-[0-3][0-9])[ T][0-2][0-9]:[0-5][0-9]:[0-5][0-9]")
 
 
 def path_component(path: str, n: int) -> str | None:

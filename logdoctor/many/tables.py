@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from logdoctor import regexes
 from logdoctor.paths import display_text
 from logdoctor.report.human import did_you_mean, lookup, number
 
@@ -28,7 +29,7 @@ def frame(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> pl.DataFram
     return pl.DataFrame(data, strict=False, infer_schema_length=None)
 
 
-_FILTER = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|!=|>=|<=|=|>|<|~)\s*(.*?)\s*$")
+_FILTER = regexes.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|!=|>=|<=|=|>|<|~)\s*(.*?)\s*$")
 
 
 def _no_column(option: str, given: str, name: str, columns: Sequence[str]) -> ValueError:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from logdoctor import regexes
 from logdoctor.events import Event, clip
 from logdoctor.parse.errortext import (
     RootCause,
@@ -39,20 +40,20 @@ from logdoctor.read.prefix import Prefixed
 # is untrusted input (tests/test_linear_time.py feeds each pattern long runs).
 # The final line of a traceback, `pkg.SomeError: message`; parse.py also takes it for an exception line
 # printed without its traceback.
-EXC_LINE = re.compile(
+EXC_LINE = regexes.compile(
     r"^(?P<exc>(?:[A-Za-z_]\w{0,200}\.){0,32}[A-Z]\w{0,200}(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning|Failed)"
     r"|(?:[A-Za-z_]\w{0,200}\.){1,32}[A-Z]\w{0,200}(?=: )|Exception|KeyboardInterrupt|StopIteration)(?:: (?P<msg>.*))?$"
 )
 # A traceback frame; parse.py also opens a traceback at one pasted without its header.
-FRAME_LINE = re.compile(r'^\s{1,64}File "(?P<file>[^"]{0,4096})", line (?P<lineno>\d{1,9})(?:, in (?P<func>.*))?')
-_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
-_CPP_STACK = re.compile(r"^(?:frame #\d{1,9}:|Exception raised from |#\d{1,9} |\s{1,64}what\(\):|Current thread 0x|Thread 0x|"
+FRAME_LINE = regexes.compile(r'^\s{1,64}File "(?P<file>[^"]{0,4096})", line (?P<lineno>\d{1,9})(?:, in (?P<func>.*))?')
+_OOM = regexes.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
+_CPP_STACK = regexes.compile(r"^(?:frame #\d{1,9}:|Exception raised from |#\d{1,9} |\s{1,64}what\(\):|Current thread 0x|Thread 0x|"
                         r"Extension modules:|\s{1,64}File \")")
-_NUMBERED = re.compile(r"^\s{0,64}\d{1,9}\. ")
-_ITEM_NUMBER = re.compile(r"^\s{0,64}\d{1,9}\.\s{0,64}")
-_SOLUTIONS = re.compile(r"^Possible (?:solutions|suggestions):$", re.MULTILINE)
-_DRAFT_HINT = re.compile(r"draft|MTP|EAGLE")
-_BACKEND = re.compile(r"Fail when using backend: (\w{1,64})")
+_NUMBERED = regexes.compile(r"^\s{0,64}\d{1,9}\. ")
+_ITEM_NUMBER = regexes.compile(r"^\s{0,64}\d{1,9}\.\s{0,64}")
+_SOLUTIONS = regexes.compile(r"^Possible (?:solutions|suggestions):$", re.MULTILINE)
+_DRAFT_HINT = regexes.compile(r"draft|MTP|EAGLE")
+_BACKEND = regexes.compile(r"Fail when using backend: (\w{1,64})")
 MAX_FRAMES = 500
 MAX_CHAIN = 50
 MAX_BLOCK_LINES = 5000           # lines one traceback / C++ stack / dump may absorb before it is closed

@@ -10,19 +10,20 @@ import re
 from itertools import islice
 from typing import Any
 
+from logdoctor import regexes
 from logdoctor.parse.values import to_float, to_int
 
-_CUDA_ERROR_NAME = re.compile(r"`(cudaError\w{1,64})'|\b(cudaError\w{1,64})\b")
+_CUDA_ERROR_NAME = regexes.compile(r"`(cudaError\w{1,64})'|\b(cudaError\w{1,64})\b")
 _SIZE = r"(?<![\d.])(-?[\d.]{1,32}) ?([KMGT]i?B)"
-_OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
-_OOM_TOTAL = re.compile(_SIZE + r" total capacity|total capacity of " + _SIZE)
-_OOM_FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free")
-_OOM_INUSE = re.compile(r"this process has " + _SIZE + r" memory in use|Process \d{1,12} has " + _SIZE + r" memory in use")
-_OOM_ALLOC = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch|" + _SIZE + r" already allocated")
-_OOM_RESERVED = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated|" + _SIZE + r" reserved in total by PyTorch")
-_OOM_GPU = re.compile(r"GPU (\d{1,6})(?!\d)")
-_OOM_THIS = re.compile(r"this process has " + _SIZE + r" memory in use")
-_OOM_OTHER = re.compile(r"Process (\d{1,12}) has " + _SIZE + r" memory in use")
+_OOM_TRIED = regexes.compile(r"Tried to allocate " + _SIZE)
+_OOM_TOTAL = regexes.compile(_SIZE + r" total capacity|total capacity of " + _SIZE)
+_OOM_FREE = regexes.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free")
+_OOM_INUSE = regexes.compile(r"this process has " + _SIZE + r" memory in use|Process \d{1,12} has " + _SIZE + r" memory in use")
+_OOM_ALLOC = regexes.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch|" + _SIZE + r" already allocated")
+_OOM_RESERVED = regexes.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated|" + _SIZE + r" reserved in total by PyTorch")
+_OOM_GPU = regexes.compile(r"GPU (\d{1,6})(?!\d)")
+_OOM_THIS = regexes.compile(r"this process has " + _SIZE + r" memory in use")
+_OOM_OTHER = regexes.compile(r"Process (\d{1,12}) has " + _SIZE + r" memory in use")
 MAX_OTHER_PROCESSES = 64
 
 
@@ -40,7 +41,7 @@ def _first(m: re.Match[str] | None) -> float | None:
     return _gib(g[0], g[1]) if len(g) >= 2 else None
 
 
-_CUDA_MSG = re.compile(r"(?:CUDA|Cuda|CUDART|HIP) error(?::[ \t]{0,16}|[ \t]{1,16}(?P<file>[^\s:']{1,256}):(?P<no>\d{1,9})"
+_CUDA_MSG = regexes.compile(r"(?:CUDA|Cuda|CUDART|HIP) error(?::[ \t]{0,16}|[ \t]{1,16}(?P<file>[^\s:']{1,256}):(?P<no>\d{1,9})"
                        r"[ \t]{0,16}:?[ \t]{0,16})'?(?P<msg>[^'\n]{1,2000})'?")
 CUDA_ERROR_NAMES = {
     "an illegal memory access was encountered": "cudaErrorIllegalAddress",
@@ -101,10 +102,10 @@ def oom_fields(message: str) -> dict[str, Any]:
 
 # torchrun's ChildFailedError summary, read line by line (a `Root Cause.*?rank.*?exitcode` regex with
 # re.S over the whole message took minutes on a few thousand `Root Cause … rank` lines)
-_TR_RANK = re.compile(r"rank[ \t]{0,32}:[ \t]{0,32}(\d{1,9})(?!\d)")
-_TR_EXIT = re.compile(r"exitcode[ \t]{0,32}:[ \t]{0,32}(-?\d{1,9})(?!\d)")
-_TR_SIGNAL = re.compile(r"Signal (\d{1,4}) \((\w{1,32})\)")
-_TR_ENTRY = re.compile(r"^\s{0,64}(?:\[\d{1,9}\]:|=)")
+_TR_RANK = regexes.compile(r"rank[ \t]{0,32}:[ \t]{0,32}(\d{1,9})(?!\d)")
+_TR_EXIT = regexes.compile(r"exitcode[ \t]{0,32}:[ \t]{0,32}(-?\d{1,9})(?!\d)")
+_TR_SIGNAL = regexes.compile(r"Signal (\d{1,4}) \((\w{1,32})\)")
+_TR_ENTRY = regexes.compile(r"^\s{0,64}(?:\[\d{1,9}\]:|=)")
 
 
 class RootCause:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from logdoctor import regexes
 from logdoctor.parse.values import (
     LIST,
     convert,
@@ -53,7 +54,7 @@ def _fx_kv_dtype(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
     f["dtype"] = words[0] if words else None
 
 
-_QUANT_ITEM = re.compile(r"(?<![^\s(,])type=[^,=]{1,256}, ([^=,]{1,256}), avail mem=")
+_QUANT_ITEM = regexes.compile(r"(?<![^\s(,])type=[^,=]{1,256}, ([^=,]{1,256}), avail mem=")
 
 
 def _fx_weight_end(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -93,7 +94,7 @@ def _fx_attention(f: Fields, nums: list[Any], words: list[str], anchor: str, res
         f.pop("rest", None)
 
 
-_GRAPH_ROLE = re.compile(r"Capture (target|draft) (decode|verify|prefill) CUDA")
+_GRAPH_ROLE = regexes.compile(r"Capture (target|draft) (decode|verify|prefill) CUDA")
 
 
 def _fx_graph_begin(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -127,8 +128,8 @@ def _fx_graph_progress(f: Fields, nums: list[Any], words: list[str], anchor: str
     f.pop("rest", None)
 
 
-_PCT = re.compile(r"(?<!\d)" + _INT + "%")
-_COUNT = re.compile(r"(?<!\d)" + _INT + "/" + _INT)
+_PCT = regexes.compile(r"(?<!\d)" + _INT + "%")
+_COUNT = regexes.compile(r"(?<!\d)" + _INT + "/" + _INT)
 
 
 def _progress_numbers(f: Fields, text: str) -> None:
@@ -153,7 +154,7 @@ def _fx_uvicorn_started(f: Fields, nums: list[Any], words: list[str], anchor: st
     f["pid"] = nums[0] if nums else None
 
 
-_URL = re.compile(r"(\w{1,32})://([^\s:\[]{1,256}|\[[^\]]{1,256}\]):" + _INT)
+_URL = regexes.compile(r"(\w{1,32})://([^\s:\[]{1,256}|\[[^\]]{1,256}\]):" + _INT)
 
 
 def _fx_uvicorn_running(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -163,9 +164,9 @@ def _fx_uvicorn_running(f: Fields, nums: list[Any], words: list[str], anchor: st
     f.pop("rest", None)
 
 
-_MFS_FLAG = re.compile(r"mem-fraction-static=" + _DEC)
-_MFS_ABOVE = re.compile(r"above " + _DEC)
-_MFS_VIABLE = re.compile(r"available/pre = " + _DEC)
+_MFS_FLAG = regexes.compile(r"mem-fraction-static=" + _DEC)
+_MFS_ABOVE = regexes.compile(r"above " + _DEC)
+_MFS_VIABLE = regexes.compile(r"available/pre = " + _DEC)
 
 
 def _fx_mfs_message(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -201,8 +202,8 @@ def _fx_rank_load(f: Fields, nums: list[Any], words: list[str], anchor: str, res
     f["tp_rank"] = nums[0] if nums else None
 
 
-TRY_TOKENS = re.compile(r"Try to allocate (\d{1,18}) tokens")
-AVAILABLE_TOKENS = re.compile(r"Avail?able tokens: " + _INT)
+TRY_TOKENS = regexes.compile(r"Try to allocate (\d{1,18}) tokens")
+AVAILABLE_TOKENS = regexes.compile(r"Avail?able tokens: " + _INT)
 
 
 def _fx_batch_oom(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -212,7 +213,7 @@ def _fx_batch_oom(f: Fields, nums: list[Any], words: list[str], anchor: str, res
         f["tokens"] = to_int(m.group(1))
 
 
-_HOST_MEM = re.compile(r"Requesting ([\d.]{1,32}) GB but only have ([\d.]{1,32}) GB")
+_HOST_MEM = regexes.compile(r"Requesting ([\d.]{1,32}) GB but only have ([\d.]{1,32}) GB")
 
 
 def _fx_host_mem(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -225,7 +226,7 @@ def _fx_host_alloc(f: Fields, nums: list[Any], words: list[str], anchor: str, re
     f["gb"] = nums[0] if nums else None
 
 
-_MFS_FROM_TO = re.compile(r"from: ([\d.]{1,32}) to: " + _UDEC)
+_MFS_FROM_TO = regexes.compile(r"from: ([\d.]{1,32}) to: " + _UDEC)
 
 
 def _fx_mfs_reduced(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -272,8 +273,8 @@ def _fx_nccl_watchdog(f: Fields, nums: list[Any], words: list[str], anchor: str,
 # `WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=…, NumelOut=…, Timeout(ms)=600000) ran for 600047
 # milliseconds`. One regex with `SeqNum=.*?OpType=.*?Timeout` was cubic on a long run of `SeqNum=1, `;
 # instead the literal tail is found first and the head is read within the WORK_SPAN characters before it.
-_WORK_TAIL = re.compile(r"Timeout\(ms\)=" + _INT + r"\) ran for " + _INT + " milliseconds")
-_WORK_HEAD = re.compile(r"SeqNum=" + _INT + r", OpType=(\w{1,64})")
+_WORK_TAIL = regexes.compile(r"Timeout\(ms\)=" + _INT + r"\) ran for " + _INT + " milliseconds")
+_WORK_HEAD = regexes.compile(r"SeqNum=" + _INT + r", OpType=(\w{1,64})")
 WORK_SPAN = 512
 
 
@@ -289,7 +290,7 @@ def nccl_watchdog_fields(text: str) -> Fields:
             "elapsed_ms": to_int(tail.group(2))}
 
 
-_PROCESS_NAME = re.compile(r"(?:Exception in )?(\w{1,128})")
+_PROCESS_NAME = regexes.compile(r"(?:Exception in )?(\w{1,128})")
 
 
 def _fx_process_exception(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -297,9 +298,9 @@ def _fx_process_exception(f: Fields, nums: list[Any], words: list[str], anchor: 
     f["process"] = m.group(1) if m else None
 
 
-_EXIT_CODE = re.compile(r"exit code: " + _SINT)
-_EXIT_CODE_LOOSE = re.compile(r"exit ?code[ =]" + _SINT)
-_PID = re.compile(r"pid=" + _INT)
+_EXIT_CODE = regexes.compile(r"exit code: " + _SINT)
+_EXIT_CODE_LOOSE = regexes.compile(r"exit ?code[ =]" + _SINT)
+_PID = regexes.compile(r"pid=" + _INT)
 
 
 def _fx_scheduler_dead(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -329,7 +330,7 @@ def _fx_child(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: s
         f.pop("with_an_exit_code", None)
 
 
-_PORT = re.compile(r"port=" + _INT + r"|'[^']{0,256}', " + _INT + r"\)")
+_PORT = regexes.compile(r"port=" + _INT + r"|'[^']{0,256}', " + _INT + r"\)")
 
 
 def _fx_port(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -355,7 +356,7 @@ def _fx_model_import(f: Fields, nums: list[Any], words: list[str], anchor: str, 
     f["error"] = f.pop("rest", "")
 
 
-_LAST_SECONDS = re.compile(r"last (\d{1,18}(?:\.\d{1,12})?) seconds")
+_LAST_SECONDS = regexes.compile(r"last (\d{1,18}(?:\.\d{1,12})?) seconds")
 
 
 def _fx_health(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -368,7 +369,7 @@ def _fx_nccl_lib(f: Fields, nums: list[Any], words: list[str], anchor: str, rest
     f["path"] = rest.split(" ", 1)[0] if rest else None
 
 
-_RATIO = re.compile(r"new_token_ratio: ([\d.]{1,32}) -> " + _UDEC)
+_RATIO = regexes.compile(r"new_token_ratio: ([\d.]{1,32}) -> " + _UDEC)
 
 
 def _fx_retract(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -378,7 +379,7 @@ def _fx_retract(f: Fields, nums: list[Any], words: list[str], anchor: str, rest:
         f.pop("new_token_ratio", None)
 
 
-_NUM_REQS = re.compile(r"num_reqs=" + _INT)
+_NUM_REQS = regexes.compile(r"num_reqs=" + _INT)
 
 
 def _fx_req_slots(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -390,10 +391,10 @@ def _fx_req_slots(f: Fields, nums: list[Any], words: list[str], anchor: str, res
         f["num_reqs"] = to_int(m.group(1))
 
 
-_HYBRID = (("max_mamba_cache_size", re.compile(r"max_mamba_cache_size=" + _INT)),
-           ("total_rest_memory_gb", re.compile(r"total_rest_memory=" + _UDEC)),
-           ("mamba_cache_per_req_mib", re.compile(r"mamba_cache_per_req=" + _UDEC)),
-           ("max_num_reqs", re.compile(r"max_num_reqs=" + _INT)))
+_HYBRID = (("max_mamba_cache_size", regexes.compile(r"max_mamba_cache_size=" + _INT)),
+           ("total_rest_memory_gb", regexes.compile(r"total_rest_memory=" + _UDEC)),
+           ("mamba_cache_per_req_mib", regexes.compile(r"mamba_cache_per_req=" + _UDEC)),
+           ("max_num_reqs", regexes.compile(r"max_num_reqs=" + _INT)))
 
 
 def _fx_hybrid(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:
@@ -404,8 +405,8 @@ def _fx_hybrid(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: 
             f[key] = convert(m.group(1))
 
 
-_SWA_CAP = re.compile(r"\(" + _INT + r" tokens, ([\d.]{1,32}) GiB\)")
-_SWA_AVAILABLE = re.compile(r"available ([\d.]{1,32}) GiB")
+_SWA_CAP = regexes.compile(r"\(" + _INT + r" tokens, ([\d.]{1,32}) GiB\)")
+_SWA_AVAILABLE = regexes.compile(r"available ([\d.]{1,32}) GiB")
 
 
 def _fx_swa(f: Fields, nums: list[Any], words: list[str], anchor: str, rest: str, body: str) -> None:

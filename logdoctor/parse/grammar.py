@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any, cast
 
 
+from logdoctor import regexes
 from logdoctor.parse.finishers import finish
 from logdoctor.parse.values import (
     convert,
@@ -28,7 +29,7 @@ Fields = dict[str, Any]
 # ------------------------------------------------------------------------------------------------
 # the fast path for periodic batch lines (B01-B14)
 
-_BATCH_HEAD = re.compile(
+_BATCH_HEAD = regexes.compile(
     r"(?:(?P<kind>Prefill|Decode) batch(?:[ \t]{0,8}\[\d{1,9}\])?(?:\(mixed #running-req: (?P<mixed>\d{1,18})\))?"
     r"[.,]?\s+|(?P<old>new fill batch\.\s+)|(?=#running-req: \d+, #token: ))"
 )
@@ -145,6 +146,8 @@ def _parser() -> Any:
         if runtime.GRAMMAR_DIGEST == grammar_digest(grammar) and runtime.PARSER_FORMAT == PARSER_FORMAT:
             parser = runtime.Lark_StandAlone(transformer=_to_fields_class(runtime.Transformer, runtime.Token)())
             _without_root_lexer(parser, runtime.UnexpectedCharacters)
+            for lexer in parser.parser.lexer.lexers.values():  # scanners built from recorded regex programs
+                lexer.re = regexes.LEXER_RE
     except Exception:  # missing, stale or broken: lark builds it
         parser = None
     if parser is None:
@@ -218,7 +221,7 @@ class AnchorPatterns:
 
     def _group(self, c: str) -> re.Pattern[str] | None:
         picked = [p for p, f in zip(self.patterns, self.firsts) if f is None or c in f]
-        rx = re.compile("|".join(f"(?:{p})" for p in picked)) if picked else None
+        rx = regexes.compile("|".join(f"(?:{p})" for p in picked)) if picked else None
         self._groups[c] = rx
         return rx
 

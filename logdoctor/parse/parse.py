@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from logdoctor import regexes
 from logdoctor.events import Event, bound_event
 from logdoctor.parse.blocks import EXC_LINE, FRAME_LINE, BlockAssembler
 from logdoctor.parse.errortext import cuda_error_fields, oom_fields
@@ -35,28 +36,28 @@ from logdoctor.read.prefix import Prefixed, split_prefix
 # Every pattern is bounded (`{0,N}`), guarded where it could start inside a run (`(?<![\d.])`), and has no
 # two adjacent quantifiers over the same characters: a log line is untrusted input, and one line of 40k
 # digits after `CUDA out of memory` took 74 s before (tests/test_linear_time.py feeds each pattern such runs).
-_WARNING = re.compile(r"^(?P<src>\S{1,512}\.py):(?P<lineno>\d{1,9}): (?P<cat>\w{0,64}Warning): (?P<msg>.*)")
-_ARGPARSE = re.compile(r"^(?P<prog>[\w./-]{1,256}): error: (?P<msg>.*)")
-_KERNEL = re.compile(r"^(?:\[[ \t]{0,16}\d{1,12}\.\d{1,9}\][ \t]{0,16}|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\][ \t]{0,16})?"
+_WARNING = regexes.compile(r"^(?P<src>\S{1,512}\.py):(?P<lineno>\d{1,9}): (?P<cat>\w{0,64}Warning): (?P<msg>.*)")
+_ARGPARSE = regexes.compile(r"^(?P<prog>[\w./-]{1,256}): error: (?P<msg>.*)")
+_KERNEL = regexes.compile(r"^(?:\[[ \t]{0,16}\d{1,12}\.\d{1,9}\][ \t]{0,16}|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\][ \t]{0,16})?"
                      r"(?P<msg>(?:NVRM|nvidia|kernel|Out of memory: Kill|oom-kill|oom_reaper|pcieport|"
                      r"nvidia-nvlink|NVLink|Memory cgroup out of memory)\b.*)")
-_KERNEL_ANYWHERE = re.compile(r"(?P<msg>(?:NVRM: |Out of memory: Kill|Memory cgroup out of memory|invoked oom-killer|"
+_KERNEL_ANYWHERE = regexes.compile(r"(?P<msg>(?:NVRM: |Out of memory: Kill|Memory cgroup out of memory|invoked oom-killer|"
                               r"oom-kill:|oom_reaper: |Killed process \d).*)")
-_NATIVE = re.compile(r"^(?P<file>[\w./+-]{1,512}\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh))(?::(?P<func>[\w:~]{1,256}))?:(?P<no>\d{1,9}):? (?P<msg>.*)"
+_NATIVE = regexes.compile(r"^(?P<file>[\w./+-]{1,512}\.(?:cpp|cu|cc|cxx|c|h|hpp|cuh))(?::(?P<func>[\w:~]{1,256}))?:(?P<no>\d{1,9}):? (?P<msg>.*)"
                      r"|^(?P<lvl>WARN|ERROR): (?P<msg2>.*)")
 # `…/file.cpp:123: ` in the middle of a line; the message after it must name a failure (checked by hand:
 # as `.*(?:Assertion|…).*` inside the regex it was quadratic over a line of many such locations)
-_NATIVE_INLINE = re.compile(r"(?<![\w./+-])(?P<file>[\w.+-]{0,256}/[\w./+-]{1,512}\.(?:cpp|cu|cc|cxx|h|hpp|cuh)):(?P<no>\d{1,9}): ")
+_NATIVE_INLINE = regexes.compile(r"(?<![\w./+-])(?P<file>[\w.+-]{0,256}/[\w./+-]{1,512}\.(?:cpp|cu|cc|cxx|h|hpp|cuh)):(?P<no>\d{1,9}): ")
 _NATIVE_FAILURE_WORDS = ("Assertion", "failed", "error", "Error")
-_ACCESS = re.compile(r'^(?P<client>\S{1,256}) - "(?P<method>[A-Z]{1,16}) (?P<path>\S{1,8192}) HTTP/[\d.]{1,8}" (?P<status>\d{3})(?!\d)')
-_FATAL = re.compile(r"^(?:Fatal Python error: (?P<py>.*)|!{1,64} ?(?P<sg>Segfault encountered) ?!{0,64}|"
+_ACCESS = regexes.compile(r'^(?P<client>\S{1,256}) - "(?P<method>[A-Z]{1,16}) (?P<path>\S{1,8192}) HTTP/[\d.]{1,8}" (?P<status>\d{3})(?!\d)')
+_FATAL = regexes.compile(r"^(?:Fatal Python error: (?P<py>.*)|!{1,64} ?(?P<sg>Segfault encountered) ?!{0,64}|"
                     r"terminate called after throwing an instance of '(?P<cpp>[^']{1,512})'|"
                     r"\*\*\* (?P<sig>SIG\w{1,16}) received at time|"
                     r"(?P<core>Bus error|Segmentation fault|Aborted|Illegal instruction)(?: \(core dumped\))?$|"
                     r"ERROR: Unexpected (?P<bus>bus error) encountered in worker.*)")
-_PROGRESS = re.compile(r"(?<!\d)\d{1,18}/\d{1,18} \[\d")
-_PERCENT = re.compile(r"(?<!\d)(\d{1,18})%")
-_CUDA_ERROR = re.compile(r"(?:CUDA|Cuda|HIP) error(?!s)")
+_PROGRESS = regexes.compile(r"(?<!\d)\d{1,18}/\d{1,18} \[\d")
+_PERCENT = regexes.compile(r"(?<!\d)(\d{1,18})%")
+_CUDA_ERROR = regexes.compile(r"(?:CUDA|Cuda|HIP) error(?!s)")
 
 
 class EventParser:

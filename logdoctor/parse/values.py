@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from logdoctor import regexes
+
 Fields = dict[str, Any]
 
 NUMBER_LIMIT = 10**18        # |value| at or above this is not a figure a log prints: kept as text
@@ -22,11 +24,11 @@ MAX_LIST_ITEMS = 512         # items kept from one `[...]` list (CUDA graph batc
 # ------------------------------------------------------------------------------------------------
 # value conversion and tolerant key-value bags
 
-_NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
-_UNIT_VALUE = re.compile(r"^(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(GB|GiB|MB|MiB|KB|s|ms|%)?\.?$")
-LIST = re.compile(r"\[([^\[\]]*)\]")
-_SPLIT = re.compile(r",\s*|\.\s+(?=[A-Za-z#])|;\s*")
-_KEY_CLEAN = re.compile(r"[^0-9a-z]+")
+_NUM = regexes.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_UNIT_VALUE = regexes.compile(r"^(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(GB|GiB|MB|MiB|KB|s|ms|%)?\.?$")
+LIST = regexes.compile(r"\[([^\[\]]*)\]")
+_SPLIT = regexes.compile(r",\s*|\.\s+(?=[A-Za-z#])|;\s*")
+_KEY_CLEAN = regexes.compile(r"[^0-9a-z]+")
 _UNIT_SUFFIX = {"GB": "_gib", "GiB": "_gib", "MB": "_mib", "MiB": "_mib", "KB": "_kib", "s": "_s", "ms": "_ms", "%": "_pct"}
 _KEY_ALIASES = {
     "time_elapsed_s": "elapsed_s", "avail_mem_gib": "avail_gib", "k_size_gib": "k_gib", "v_size_gib": "v_gib",

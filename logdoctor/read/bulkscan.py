@@ -16,6 +16,8 @@ import re
 from array import array
 from types import ModuleType
 
+from logdoctor import regexes
+
 try:
     import logdoctor.read._bulkscan as _native_module
     native: ModuleType | None = _native_module
@@ -26,10 +28,10 @@ except ImportError:  # no compiler where it was installed: the Python path, same
 # giving inf, or its first 15 digits, or a ValueError from int() beyond 4300 digits)
 _DECIMAL = rb"([0-9]{1,15}(?:\.[0-9]{1,12}(?![0-9])|(?!\.?[0-9])))"
 # `\/`: some JSON encoders (fluent-bit) escape the slash of an enveloped line
-RX_TPUT = re.compile(rb"gen throughput \(token\\?/s\): " + _DECIMAL)
-RX_USAGE = re.compile(rb"token usage: " + _DECIMAL)
-RX_QUEUE = re.compile(rb"#queue-req: ([0-9]{1,15})(?![0-9])")
-RX_RUNNING = re.compile(rb"#running-req: ([0-9]{1,15})(?![0-9])")
+RX_TPUT = regexes.compile(rb"gen throughput \(token\\?/s\): " + _DECIMAL)
+RX_USAGE = regexes.compile(rb"token usage: " + _DECIMAL)
+RX_QUEUE = regexes.compile(rb"#queue-req: ([0-9]{1,15})(?![0-9])")
+RX_RUNNING = regexes.compile(rb"#running-req: ([0-9]{1,15})(?![0-9])")
 
 DECODE, PREFILL = b"Decode batch", b"Prefill batch"
 # what the batch sink counts when the block is not the one ingest just scanned

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import pairwise
 
+from logdoctor import regexes
 from logdoctor.read.envelope_json import Attrs, Peeled, peel_json
 from logdoctor.records import dataclass, field
 
@@ -42,9 +43,9 @@ NEWEST_FIRST_SHARE = 0.9        # share of the changes between consecutive times
 
 
 _TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,12})?(?:Z|[+-]\d\d:?\d\d)"
-_CRI = re.compile(rf"({_TIME}) (stdout|stderr) ([PF]) ?")
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,12})?(?:Z|[+-]\d\d:?\d\d)?) ")
-_SEVERITY = re.compile(rf"(DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) ({_TIME}) ")
+_CRI = regexes.compile(rf"({_TIME}) (stdout|stderr) ([PF]) ?")
+_RFC3339 = regexes.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,12})?(?:Z|[+-]\d\d:?\d\d)?) ")
+_SEVERITY = regexes.compile(rf"(DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) ({_TIME}) ")
 _SEVERITY_WORDS = frozenset({"DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT",
                              "EMERGENCY"})
 # journald short / short-precise (`Apr 05 00:01:19[.123456] host ident[pid]: `), short-iso /
@@ -53,31 +54,31 @@ _SEVERITY_WORDS = frozenset({"DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "E
 _BSD_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?"
 # short-full (`Fri 2025-04-05 00:01:19 UTC `) and short-unix (`1712275279.209123 `) as well
 _FULL_TIME = r"[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? (?:[A-Za-z]{1,6}|[+-]\d\d(?::?\d\d)?)"
-_JOURNALD = re.compile(
+_JOURNALD = regexes.compile(
     rf"({_BSD_TIME}|\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{{1,6}})?(?:Z|[+-]\d\d:?\d\d)|{_FULL_TIME}|\d{{9,11}}\.\d{{6}}) ([\w.-]{{1,256}}) "
     r"(?!kernel:)([\w.@/-]{1,256})(?:\[(\d{1,12})\])?: ")
-_SYSLOG_3164 = re.compile(
+_SYSLOG_3164 = regexes.compile(
     rf"<\d{{1,3}}>({_BSD_TIME}) ([\w.-]{{1,256}}) (?!kernel:)([\w.@/-]{{1,256}})(?:\[(\d{{1,12}})\])?: ")
-_SYSLOG_5424 = re.compile(
+_SYSLOG_5424 = regexes.compile(
     r"<\d{1,3}>1 (\S{1,64}) (\S{1,255}) (\S{1,48}) (\S{1,128}) \S{1,32} (?:-|(?:\[[^\]]{0,4096}\]){1,16})(?: |$)")
-_KUBECTL = re.compile(r"\[pod/([\w.-]{1,253})/([\w.-]{1,63})\] ")
+_KUBECTL = regexes.compile(r"\[pod/([\w.-]{1,253})/([\w.-]{1,63})\] ")
 # one run per token, then the space: no split point to backtrack over (DNS names' last character is
 # checked in Python, `_dns_end`)
-_STERN = re.compile(r"(?<![a-z0-9.-])([a-z0-9][a-z0-9.-]{0,252}) ([a-z0-9][a-z0-9-]{0,62}) ")
+_STERN = regexes.compile(r"(?<![a-z0-9.-])([a-z0-9][a-z0-9.-]{0,252}) ([a-z0-9][a-z0-9-]{0,62}) ")
 # the look-behind: a search (not that we search) starts only where a name can start, so a long run
 # costs one bounded attempt per name rather than one per character
-_COMPOSE = re.compile(r"(?<![\w.-])([A-Za-z0-9][\w.-]{0,127})\s{1,64}\| ")
-_QUOTE = re.compile(r"(?:> ?){1,64}")
-_SRUN = re.compile(r" {0,4}(\d{1,5}): ")
+_COMPOSE = regexes.compile(r"(?<![\w.-])([A-Za-z0-9][\w.-]{0,127})\s{1,64}\| ")
+_QUOTE = regexes.compile(r"(?:> ?){1,64}")
+_SRUN = regexes.compile(r" {0,4}(\d{1,5}): ")
 MAX_RAY_PREFIX = 256            # `(SGLangEngine pid=12345, ip=10.0.0.1) ` and the like
-_RAY_INNER = re.compile(r"[\w ,=.:/-]*")
-_PASTED_SGR = re.compile(r"(?:\[[0-9;]{1,16}m){1,4}")   # colour codes whose ESC a paste lost
-_RAY_PID = re.compile(r"pid=(\d{1,12})")
-_RAY_IP = re.compile(r"ip=([\w.:-]{1,64})")
+_RAY_INNER = regexes.compile(r"[\w ,=.:/-]*")
+_PASTED_SGR = regexes.compile(r"(?:\[[0-9;]{1,16}m){1,4}")   # colour codes whose ESC a paste lost
+_RAY_PID = regexes.compile(r"pid=(\d{1,12})")
+_RAY_IP = regexes.compile(r"ip=([\w.:-]{1,64})")
 _RAY_DAEMONS = frozenset({"raylet", "autoscaler", "gcs_server", "monitor", "dashboard"})
-_RAY_REPEATED = re.compile(
+_RAY_REPEATED = regexes.compile(
     r" \[repeated \d{1,9}x across cluster\](?: \(Ray deduplicates logs by default\.[^()]{0,512}\))?$")
-_TIME_KEY = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,12}))?(Z|[+-]\d\d:?\d\d)?")
+_TIME_KEY = regexes.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,12}))?(Z|[+-]\d\d:?\d\d)?")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
+from logdoctor import regexes
 from logdoctor.read import bulkscan
 from logdoctor.read.bulkscan import BlockScan
 from logdoctor.read.envelope import LAYER_NAMES, Envelope
@@ -84,9 +85,9 @@ def node_of(attrs: dict[str, str] | None) -> str | None:
 
 
 # Bounded repetitions throughout: a log line is untrusted input, and `re` backtracks.
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]{0,64}[ -/]{0,16}[@-~]|\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+ANSI_ESCAPE = regexes.compile(r"\x1b\[[0-9;?]{0,64}[ -/]{0,16}[@-~]|\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # the digit runs are bounded and must start a number: a line of 40k digits costs 40k cheap steps
-_PROGRESS_NUMBERS = re.compile(r"(?<![0-9])[0-9]{1,3}%\||(?<![0-9])[0-9]{1,12}/[0-9]{1,12} \[")
+_PROGRESS_NUMBERS = regexes.compile(r"(?<![0-9])[0-9]{1,3}%\||(?<![0-9])[0-9]{1,12}/[0-9]{1,12} \[")
 
 
 def _is_progress(text: str) -> bool:
@@ -276,7 +277,7 @@ def _guess_wrap_width(text_lengths: Iterable[int]) -> int | None:
     return None
 
 
-_RECORD_START = re.compile(
+_RECORD_START = regexes.compile(
     r"^(\[\d|\[rank\d|\[\w{1,64}\]|[A-Z]\d{4} |\w[\w.-]{0,255}:\d{1,10}:\d{1,10} \[\d{1,6}\]|INFO|WARNING|ERROR|"
     r"DEBUG|Traceback|  File |\S{1,256}?(?:Error|Exception)|During handling|The above exception|Loading |"
     r"Capturing )"

@@ -15,35 +15,36 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from logdoctor import regexes
 from logdoctor.records import dataclass
 
 # Every quantifier is bounded and no two adjacent ones can take the same characters: a log line is
 # untrusted input, and `.*?\s*` over 40k spaces or `[...]*pid=\d+[...]*` over a 200 KB run took
 # seconds to minutes (tests/test_linear_time.py feeds each pattern such runs).
-_SGLANG = re.compile(
+_SGLANG = regexes.compile(
     r"\[(?:((?:\d{4}-)?\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?((?: [A-Z][A-Z_]{0,15}\d{1,6}){0,12})\] ?"
 )
-_UVICORN = re.compile(r"(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
-_NCCL = re.compile(
+_UVICORN = regexes.compile(r"(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
+_NCCL = regexes.compile(
     r"(?<![\w.-])(?P<host>[\w.-]{1,256}):(?P<pid>\d{1,12}):(?P<tid>\d{1,12}) \[(?P<rank>\d{1,6})\][ \t]{0,8}"
     r"(?P<loc>(?:[^\s]{1,256}[ \t]{1,8}){0,4}?)"  # `init.cc:973 ` before NCCL in newer versions; usually empty
     r"(?P<lib>NCCL|NVSHMEM) (?P<level>INFO|WARN|ERROR|TRACE|ABORT) ?(?P<msg>.*)"
 )
-_TORCH_OLD = re.compile(r"\[(?P<level>[IWEF]) (?P<src>[\w.]{1,256}:\d{1,9})\] ?")
-_TORCH = re.compile(
+_TORCH_OLD = regexes.compile(r"\[(?P<level>[IWEF]) (?P<src>[\w.]{1,256}:\d{1,9})\] ?")
+_TORCH = regexes.compile(
     r"(?:\[rank(?P<rank>\d{1,6})\]:)?\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d{1,12})?"
     r"(?: \d{1,12})? (?P<src>[^\]\s]{1,256})\] ?"
 )
-_GLOG = re.compile(
+_GLOG = regexes.compile(
     r"(?:\[rank(?P<rank>\d{1,6})\]:)?(?P<level>[IWEF])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d{1,12})? {1,8}\d{1,12} "
     r"(?P<src>[^\]\s]{1,256}:\d{1,9})\] ?"
 )
-_VLLM = re.compile(
+_VLLM = regexes.compile(
     r"(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL) (?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)"
     r"(?:\.\d{1,12})? (?:\[(?P<src2>[^\]]{1,256})\] )?(?P<src>[\w.]{1,256}:\d{1,9})\] ?"
 )
-_OLD_RANK = re.compile(r"(?:\[gpu_id=(\d{1,6})\]|\[gpu=(\d{1,6})\]|Rank (\d{1,6}):) ")
-_RANK_TOKEN = re.compile(r"(?<![A-Z_])([A-Z][A-Z_]{0,15}?)(\d{1,6})")
+_OLD_RANK = regexes.compile(r"(?:\[gpu_id=(\d{1,6})\]|\[gpu=(\d{1,6})\]|Rank (\d{1,6}):) ")
+_RANK_TOKEN = regexes.compile(r"(?<![A-Z_])([A-Z][A-Z_]{0,15}?)(\d{1,6})")
 _GLOO = "[Gloo] "
 DAY_CACHE_SIZE = 4096            # distinct dates remembered (a log spans a few; a hostile one millions)
 

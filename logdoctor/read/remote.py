@@ -26,12 +26,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from logdoctor import regexes
 from logdoctor.read.sniff import BUFFER_SIZE, InputError
 
 # `scheme://`, optionally after fsspec chaining (`simplecache::s3://…`); two letters at least, so a
 # Windows drive (`C:\`, `C://`) is never a scheme. Bounded: a path is untrusted input.
-_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]{0,31}::){0,4}([A-Za-z][A-Za-z0-9+.-]{1,31})://")
-_GLOB_MAGIC = re.compile(r"[*?\[]")
+_URL = regexes.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]{0,31}::){0,4}([A-Za-z][A-Za-z0-9+.-]{1,31})://")
+_GLOB_MAGIC = regexes.compile(r"[*?\[]")
 READ_BLOCK = 8 << 20     # bytes fetched per request while reading an object (one block is held)
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 60
@@ -362,7 +363,7 @@ def _matcher(regex: str) -> Callable[[str], bool]:
         import re2
         compiled: Any = re2.compile(regex.replace(r"\Z", r"\z"))
     except Exception:
-        compiled = re.compile(regex)
+        compiled = regexes.compile(regex)
     return lambda name: compiled.match(name) is not None
 
 

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from logdoctor import regexes
 from logdoctor.read.prefix import split_prefix
 from logdoctor.records import dataclass, field
 from logdoctor.report.html_report import CHART_W, LABEL_W, ROW_H, axis
@@ -32,7 +33,7 @@ TIMELINE_STAGES = (*STAGES[:-1], "warmup", STAGES[-1])
 STAGE_COLORS = {"init": "#90a4ae", "weights": "#5c6bc0", "kv_pool": "#26a69a", "graph_capture": "#ffa726",
                 "warmup": "#8d6e63", "ready": "#2e7d32"}
 _INDEX = {name: i for i, name in enumerate(TIMELINE_STAGES)}
-_RANK_NUMBER = re.compile(r"(\d{1,9})\s*$")
+_RANK_NUMBER = regexes.compile(r"(\d{1,9})\s*$")
 _DAY = 86400.0
 
 

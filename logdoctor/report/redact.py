@@ -31,6 +31,8 @@ from typing import IO, Any
 
 import re2
 
+from logdoctor import regexes
+
 KINDS = ("ip", "host", "user", "path", "secret")
 SCAN_CHUNK = 1 << 20  # the log is scanned in blocks of whole lines, never held whole
 CUT_PREFIX = 64       # how far back from a `…` a cut-off value is looked for
@@ -85,8 +87,8 @@ _URL_CREDENTIAL = _SCAN.groupindex[b"urlcred"]
 _SECRET_FINDERS = {"hf", "sk", "aws", "gh", "slack", "bearer", "kv"}
 _HOST_FINDERS = {"nccl", "pod", "hostkey", "url"}
 # the characters a value may not touch on either side (what look-arounds would have said)
-_WORDISH = re.compile(r"[\w.-]")
-_HOME_USER = re.compile(r"(/home/|/Users/)([A-Za-z0-9._-]{1,64})")
+_WORDISH = regexes.compile(r"[\w.-]")
+_HOME_USER = regexes.compile(r"(/home/|/Users/)([A-Za-z0-9._-]{1,64})")
 _PLAIN_VALUES = {"none", "null", "true", "false", "nil", "undefined", "redacted", "localhost"}
 # public project and vendor domains: naming them reveals nothing about the user
 _PUBLIC_DOMAINS = ("huggingface.co", "hf.co", "github.com", "githubusercontent.com", "github.io", "pytorch.org",
@@ -331,8 +333,8 @@ class Redactor:
             words = [v for v in compiled if not v.startswith("/")]
             # a path ends at a separator; a host or a token must not be part of a longer word (after a colour
             # code, `\x1b[36m`, a value starts too)
-            self._path_literal = re.compile(b"(?:" + _trie(paths) + rb")(?![\w.-])") if paths else None
-            self._literal = (re.compile(rb"(?:(?<![\w.-])|(?<=\x1b\[\dm)|(?<=\x1b\[\d\dm))(?:" + _trie(words)
+            self._path_literal = regexes.compile(b"(?:" + _trie(paths) + rb")(?![\w.-])") if paths else None
+            self._literal = (regexes.compile(rb"(?:(?<![\w.-])|(?<=\x1b\[\dm)|(?<=\x1b\[\d\dm))(?:" + _trie(words)
                                         + rb")(?![\w-]|\.\d)") if words else None)
         return self._path_literal, self._literal
 
@@ -404,7 +406,7 @@ def _trie(values: list[str]) -> bytes:
     return build(root)
 
 
-_ANSI_BEFORE = re.compile(rb"\x1b\[\d{1,2}m$")
+_ANSI_BEFORE = regexes.compile(rb"\x1b\[\d{1,2}m$")
 
 
 def _occurrences(data: bytes, value: str) -> list[tuple[int, int, str]]:

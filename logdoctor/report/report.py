@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from logdoctor import regexes
 from logdoctor.read.citations import where
 from logdoctor.report.human import cut, number, text_width, wrap
 from logdoctor.run.model import STAGES, Run
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 # A log line may carry BEL, backspace or a cursor-moving escape that ingest left in: in text and Markdown
 # it is shown as \xNN, never acted on by the terminal. Our own colour codes (ESC [ digits m) stay.
-_CONTROL = re.compile(r"\x1b\[[0-9;]{0,8}m|[\x00-\x08\x0b-\x1f\x7f\x9b]")
+_CONTROL = regexes.compile(r"\x1b\[[0-9;]{0,8}m|[\x00-\x08\x0b-\x1f\x7f\x9b]")
 
 
 def _terminal_safe(text: str) -> str:

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from logdoctor import regexes
 from logdoctor.events import Event
 from logdoctor.parse.serverargs import parse_server_args
 from logdoctor.run.batches import BATCH_KINDS, BatchStats
@@ -63,7 +64,7 @@ FAILURE_VALUE_KEYS = frozenset({
 })
 _NCCL_FAIL = frozenset({"WARN", "ERROR", "ABORT"})
 _SERVING_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
-_VERSION = re.compile(r"\bsglang(?:==| version:? ?|-)v?(\d{1,4}\.\d{1,4}\.\d{1,4}(?:\.post\d{1,4}|rc\d{1,4})?)", re.IGNORECASE)
+_VERSION = regexes.compile(r"\bsglang(?:==| version:? ?|-)v?(\d{1,4}\.\d{1,4}\.\d{1,4}(?:\.post\d{1,4}|rc\d{1,4})?)", re.IGNORECASE)
 
 
 class RunBuilder:

@@ -25,10 +25,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from logdoctor import regexes
 from logdoctor.records import dataclass, field
 from logdoctor.run.model import GraphCapture, RankMemory, Run
 
-_VERSION = re.compile(r"(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
+_VERSION = regexes.compile(r"(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
 MAX_BS = 8192    # no list is built past this (a log or a what-if may name any number)
 ListFn = Callable[[int], list[int]]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from logdoctor import regexes
 from logdoctor.records import asdict, dataclass, field
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 STAGES = ("init", "weights", "kv_pool", "graph_capture", "ready")
 MAX_FAILURES = 200      # failures (and, apart, warnings) kept per run: a log of a million NCCL WARN lines
-_RANK_NUMBERS = re.compile(r"(?<!\d)\d{1,9}(?!\d)")
+_RANK_NUMBERS = regexes.compile(r"(?<!\d)\d{1,9}(?!\d)")
 
 
 @dataclass

@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
+from logdoctor import regexes
 from logdoctor.events import Event
 from logdoctor.records import dataclass, field
 
@@ -50,15 +51,15 @@ _WANTED: ContextVar[bool] = ContextVar("logdoctor_serving_series", default=False
 _DECIMAL = rb"([0-9]{1,15}(?:\.[0-9]{1,12}(?![0-9])|(?!\.?[0-9])))"
 _ITEM = (rb"#running-req: ([0-9]{1,15})(?![0-9])|token usage: " + _DECIMAL
          + rb"|gen throughput \(token\\?/s\): " + _DECIMAL + rb"|#queue-req: ([0-9]{1,15})(?![0-9])|[^,\n]{0,256}")
-_LINE = re.compile(
+_LINE = regexes.compile(
     rb"\[((?:(?:[0-9]{4}-)?[0-9]{2}-[0-9]{2} )?[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,]([0-9]{1,9}))?"
     rb"((?: [A-Z][A-Z_]{0,15}[0-9]{1,6}){0,12})\] ?(Decode|Prefill) batch"
     rb"(?:[ \t]{0,8}\[[0-9]{1,9}\])?(?:\(mixed #running-req: [0-9]{1,15}\))?"
     rb"(?:(?:, |(?<=batch)[.,] |(?<=\))\. )(?:" + _ITEM + rb")){0,64}"
 )
 CLOCK_CACHE = 4096        # distinct `date HH:MM` prefixes remembered (then forgotten: a hostile log has millions)
-_DP = re.compile(r"(?<![A-Z_])DP([0-9]{1,6})(?![0-9])")
-_DP_BYTES = re.compile(_DP.pattern.encode())
+_DP = regexes.compile(r"(?<![A-Z_])DP([0-9]{1,6})(?![0-9])")
+_DP_BYTES = regexes.compile(_DP.pattern.encode())
 
 
 @contextmanager

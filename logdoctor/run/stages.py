@@ -21,10 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from logdoctor import regexes
 from logdoctor.events import Event
 from logdoctor.run.model import STAGES, RankStages, Run, Stage, rank_label
 
-_RANK_NAMES = re.compile(r"(?<![A-Z])([A-Z]{1,16})(\d{1,6})(?!\d)")
+_RANK_NAMES = regexes.compile(r"(?<![A-Z])([A-Z]{1,16})(\d{1,6})(?!\d)")
 
 _STAGE_OF = {
     "dist_init_begin": "init", "dist_init_end": "init", "nccl_version": "init",

@@ -202,7 +202,9 @@ def _prefilter() -> tuple[frozenset[str], AnchorPatterns]:
             words.add(pat.value[:3])
         elif pat.type == "re":
             patterns.append(pat.value)
-    return frozenset(words), AnchorPatterns(patterns)
+    # sorted: a match of any of them is all the prefilter asks, and the parse table's order is not stable
+    # across builds of the parser (the groups' texts are the keys of their recorded programs, logdoctor.regexes)
+    return frozenset(words), AnchorPatterns(sorted(patterns))
 
 
 class AnchorPatterns:

@@ -19,6 +19,7 @@ from typing import Any, AnyStr
 __all__ = ["LEXER_RE", "compile", "engine_identity"]
 
 _programs: dict[tuple[Any, int], tuple[Any, ...]] | None = None   # loaded at the first compile()
+_made: dict[tuple[Any, int], re.Pattern[Any]] = {}
 # set by tools/build_regexes.py: every pattern compile() is asked for, with what the engine was handed
 recording: dict[tuple[Any, int], tuple[Any, ...]] | None = None
 
@@ -45,6 +46,9 @@ def compile(pattern: AnyStr, flags: int | re.RegexFlag = 0) -> re.Pattern[AnyStr
     key = (pattern, int(flags))
     if recording is not None:
         return _record(key)
+    made = _made.get(key)  # lark's lexer asks for the same patterns again and again, as re's own cache serves
+    if made is not None:
+        return made
     program = _load().get(key)
     if program is not None:
         import _sre
@@ -52,6 +56,7 @@ def compile(pattern: AnyStr, flags: int | re.RegexFlag = 0) -> re.Pattern[AnyStr
         try:
             compiled: re.Pattern[AnyStr] = _sre.compile(pattern, final_flags, list(code), groups, dict(groupindex),
                                                           indexgroup)
+            _made[key] = compiled  # bounded: one per recorded program
             return compiled
         except Exception:  # a program the engine refuses: compile it as usual
             pass

@@ -77,12 +77,17 @@ def main() -> None:
         # same command otherwise; paired with warm runs in the same loop so drift cancels
         firsts, warms = [], []
         warm_cache = _new_dir(tmp)  # filled by the first warm run, then reused
-        for _ in range(9):
+        for i in range(10):
             # best_of runs it twice (a warm-up, then the timed run): each first run with a cache directory of its own
-            firsts.append(best_of(lambda: subprocess.run([exe, "explain", str(launch)], stdout=subprocess.PIPE,
-                                                         env={**os.environ, "XDG_CACHE_HOME": str(_new_dir(tmp))}), 1))
-            warms.append(best_of(lambda: subprocess.run([exe, "explain", str(launch)], stdout=subprocess.PIPE,
-                                                        env={**os.environ, "XDG_CACHE_HOME": str(warm_cache)}), 1))
+            def first() -> None:
+                firsts.append(best_of(lambda: subprocess.run([exe, "explain", str(launch)], stdout=subprocess.PIPE,
+                                                             env={**os.environ, "XDG_CACHE_HOME": str(_new_dir(tmp))}), 1))
+
+            def warm() -> None:
+                warms.append(best_of(lambda: subprocess.run([exe, "explain", str(launch)], stdout=subprocess.PIPE,
+                                                            env={**os.environ, "XDG_CACHE_HOME": str(warm_cache)}), 1))
+            for measure in ((first, warm) if i % 2 else (warm, first)):  # whichever runs first in a pair is slower
+                measure()
         first, warm = min(firsts), min(warms)  # the best of each, as every other latency here
         row("explain, first run after install (empty caches)",
             f"{first * 1000:.0f} ms vs {warm * 1000:.0f} ms warm = +{max(0.0, first - warm) * 1000:.0f} ms",

@@ -34,7 +34,7 @@ AUDITED_MODULES = ["logdoctor.parse.parse", "logdoctor.parse.blocks", "logdoctor
                    "logdoctor.read.envelope_json", "logdoctor.read.envelope_stream", "logdoctor.read.ingest", "logdoctor.many.launch",
                    "logdoctor.report.redact", "logdoctor.many.junit", "logdoctor.run.serving_series",
                    "logdoctor.report.html_serving", "logdoctor.many.follow_source", "logdoctor.many.follow",
-                   "logdoctor.parse.sglang_parser"]
+                   "logdoctor.parse.sglang_parser", "logdoctor.read.bulkscan"]
 
 # Runs of one character class and repeated sub-patterns (the shapes the fuzzer never made), and lead-ins
 # that carry a pattern up to its quantified part (`host:1:2 [0] ` then 40k spaces was the NCCL case).

@@ -21,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from generated import write_or_check  # noqa: E402  (a sibling: this folder is on the path)
 TARGET = ROOT / "logdoctor" / "regex_programs.py"
 SKIP = {"logdoctor.regex_programs", "logdoctor.fleet"}  # the data itself; Ray's engine (an optional extra)
 HEADER = '''"""The regex engine's programs for logdoctor's patterns (see logdoctor/regexes.py), keyed by (pattern, flags).
@@ -64,21 +66,8 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="only check that the recorded programs are current")
     args = ap.parse_args()
     engine, programs = record()
-    text = render(engine, programs)
-    if args.check:
-        try:
-            current = TARGET.read_text(encoding="utf-8")
-        except OSError:
-            current = ""
-        if current != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale (or was recorded on another Python release): run python "
-                  "tools/build_regexes.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET.relative_to(ROOT)}: {len(programs)} patterns ({len(text)} bytes) for {engine}")
-    return 0
-
+    return write_or_check({TARGET: render(engine, programs)}, args.check, "build_regexes.py",
+                          "is stale (or was recorded on another Python release)")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from logdoctor.diagnosis.rules_built import build  # noqa: E402
+from generated import write_or_check  # noqa: E402  (a sibling: this folder is on the path)
 
 RULES = ROOT / "rules"
 
@@ -25,22 +26,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="only check that the shipped build is current")
     args = ap.parse_args()
     texts = build(RULES)
-    if args.check:
-        stale = [name for name, text in texts.items() if _read(RULES / name) != text]
-        for name in stale:
-            print(f"rules/{name} is stale: run python tools/build_rules.py", file=sys.stderr)
-        return 1 if stale else 0
-    for name, text in texts.items():
-        (RULES / name).write_text(text, encoding="utf-8")
-        print(f"wrote rules/{name} ({len(text)} bytes)")
-    return 0
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
-        return ""
+    return write_or_check({RULES / name: text for name, text in texts.items()}, args.check, "build_rules.py")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
+from generated import write_or_check  # a sibling: this folder is on the path
 from logdoctor.diagnosis.net_data import CATEGORIES, builtin_net_dir, check_net_dir
 
 HEADER = """# The broad net's data
@@ -87,18 +88,8 @@ def render() -> str:
 
 
 def main() -> int:
-    target = builtin_net_dir() / "README.md"
-    text = render()
-    if "--check" in sys.argv[1:]:
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
-        if current != text:
-            print(f"{target} is out of date: run tools/net_readme.py", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(text, encoding="utf-8")
-    print(f"wrote {target}")
-    return 0
-
+    return write_or_check({builtin_net_dir() / "README.md": render()}, "--check" in sys.argv[1:], "net_readme.py",
+                          "is out of date")
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -481,27 +481,39 @@ class _BulkShape:
 _CRI_TELLS = (b" stdout P ", b" stderr P ")
 
 
-def _cri_partial(raw: bytes) -> bool:
-    return b" stdout P " in raw or b" stderr P " in raw
+# Each test is written once, over `has` / `count`: a raw line answers them with `in` / bytes.count, a scanned
+# block from its counts.
+Has = Callable[[bytes], bool]
+Count = Callable[[bytes], int]
 
 
-def _cri_block_partial(scan: BlockScan) -> bool:
-    return scan.has(b" stdout P ") or scan.has(b" stderr P ")
+def _cri_partial_by(has: Has, count: Count) -> bool:
+    return has(b" stdout P ") or has(b" stderr P ")
 
 
 _JSON_TELLS = (b'"logtag":"', b'"_p":"', b'"logtag":"P"', b'"_p":"P"', b'"log":"', b'\\n","')
 
 
+def _json_partial_by(has: Has, count: Count) -> bool:
+    if has(b'"logtag":"') or has(b'"_p":"'):  # fluent-bit's CRI parsers: the tag says it
+        return has(b'"logtag":"P"') or has(b'"_p":"P"')
+    return count(b'"log":"') != count(b'\\n","')  # docker json-file: `log` ends in \n unless split
+
+
+def _cri_partial(raw: bytes) -> bool:
+    return _cri_partial_by(raw.__contains__, raw.count)
+
+
+def _cri_block_partial(scan: BlockScan) -> bool:
+    return _cri_partial_by(scan.has, scan.count)
+
+
 def _json_partial(raw: bytes) -> bool:
-    if b'"logtag":"' in raw or b'"_p":"' in raw:  # fluent-bit's CRI parsers: the tag says it
-        return b'"logtag":"P"' in raw or b'"_p":"P"' in raw
-    return raw.count(b'"log":"') != raw.count(b'\\n","')  # docker json-file: `log` ends in \n unless split
+    return _json_partial_by(raw.__contains__, raw.count)
 
 
 def _json_block_partial(scan: BlockScan) -> bool:
-    if scan.has(b'"logtag":"') or scan.has(b'"_p":"'):
-        return scan.has(b'"logtag":"P"') or scan.has(b'"_p":"P"')
-    return scan.count(b'"log":"') != scan.count(b'\\n","')
+    return _json_partial_by(scan.has, scan.count)
 
 
 _PLAIN_SHAPE = _BulkShape()

@@ -20,11 +20,6 @@ from typing import Any
 from logdoctor.events import Event
 from logdoctor.read import bulkscan
 from logdoctor.read.bulkscan import DECODE, PREFILL, Figures
-# the bulk path's figure patterns, named here too: tests/test_linear_time.py audits this module's patterns
-from logdoctor.read.bulkscan import RX_QUEUE as _RX_QUEUE  # noqa: F401
-from logdoctor.read.bulkscan import RX_RUNNING as _RX_RUNNING  # noqa: F401
-from logdoctor.read.bulkscan import RX_TPUT as _RX_TPUT  # noqa: F401
-from logdoctor.read.bulkscan import RX_USAGE as _RX_USAGE  # noqa: F401
 from logdoctor.run.serving_series import ServingSeries
 
 EXACT_LIMIT = 200_000

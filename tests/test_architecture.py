@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "logdoctor"
 STAGES = ["read", "parse", "run", "diagnosis", "report", "many", "cli"]
-SHARED = {"events", "resources", "cachedir", "paths", "records", "regexes", "regex_programs"}   # the top level every stage may use
+SHARED = {"events", "resources", "cachedir", "paths", "records", "regexes", "regex_programs", "records_built"}   # the top level every stage may use
 PUBLIC = {"api", "fleet"}                                 # the public facades: for callers outside the package
 CLI_FACADES = {"fleet"}   # ... and the one the CLI calls too: `batch --engine ray` runs logdoctor.fleet
 

@@ -367,3 +367,10 @@ def test_the_selection_reaches_batch_workers(tmp_path: Path) -> None:
     assert p.returncode == 1, p.stderr
     assert rows[MEM001_LOG.name]["verdict"] == "failed" and rows[MEM001_LOG.name]["rule"] != "MEM001"
     assert rows[PORT_LOG.name]["rule"] == "CFG003"
+
+
+def test_a_logdoctor_key_under_the_tool_table_is_read(monkeypatch, capsys, tmp_path: Path) -> None:
+    # `logdoctor = {...}` sets tool.logdoctor only under `[tool]`; under `[project.scripts]` it is a script
+    cwd = project(tmp_path, pyproject='[project.scripts]\nlogdoctor = "x"\n\n[tool]\nlogdoctor = { envelope = "tarball" }\n')
+    code, _, err = ld(monkeypatch, capsys, cwd, "explain", str(MEM001_LOG))
+    assert code == 2 and "envelope" in err and "tarball" in err

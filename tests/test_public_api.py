@@ -53,7 +53,7 @@ def test_import_loads_no_stage_and_a_diagnosis_never_imports_polars() -> None:
 import sys
 import logdoctor
 assert 'polars' not in sys.modules
-assert sorted(m for m in sys.modules if m.startswith('logdoctor')) == ['logdoctor', 'logdoctor.events', 'logdoctor.records'], sys.modules
+assert sorted(m for m in sys.modules if m.startswith('logdoctor')) == ['logdoctor', 'logdoctor.events', 'logdoctor.records', 'logdoctor.records_built'], sys.modules
 r = logdoctor.diagnose({str(EXAMPLE)!r})
 r.to_json(); r.to_markdown(); r.to_text(); r._repr_html_()
 logdoctor.diagnose(open({str(EXAMPLE)!r}, 'rb').read())

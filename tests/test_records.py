@@ -135,3 +135,45 @@ def test_the_package_uses_it() -> None:
     from logdoctor.run.model import Run
     for cls in (Event, Run):
         assert cls.__repr__.__module__ == "logdoctor.records" and cls.__eq__.__module__ == "logdoctor.records"
+
+
+def test_asdict_and_replace_give_what_the_standard_library_gives() -> None:
+    for name, calls in ARGS.items():
+        for args in calls:
+            fast, std = FAST[name](*args), STD[name](*args)
+            assert records.asdict(fast) == dataclasses.asdict(std), name
+            assert dataclasses.asdict(fast) == dataclasses.asdict(std), name  # through __dataclass_fields__
+            if name != "Late":  # init=False: neither takes it
+                first = dataclasses.fields(STD[name])[0].name
+                for made in (records.replace(fast, **{first: args[0]}), dataclasses.replace(fast, **{first: args[0]})):
+                    assert type(made) is type(fast) and records.asdict(made) == records.asdict(fast)
+
+
+def test_a_shape_it_does_not_handle_is_left_to_the_standard_library() -> None:
+    @records.dataclass(order=True)
+    class Ordered:
+        a: int
+
+    assert Ordered(1) < Ordered(2) and "__records_fields__" not in Ordered.__dict__
+    with pytest.raises(TypeError, match="non-default argument"):
+        @records.dataclass
+        class Misordered:
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+
+def test_every_class_of_the_package_finds_its_init_built() -> None:
+    """tools/build_records.py wrote the __init__ of every record class into records_built.py: none is compiled
+    when the package is imported (the point of it), and the file is what the tool makes now."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "tools" / "build_records.py"), "--check"],
+                          capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    code = ("import logdoctor.cli, logdoctor.parse.parse, logdoctor.diagnosis.ranking, logdoctor.records as r; "
+            "missing = [t for t in r._SOURCES if t not in r._BUILT]; print(len(r._SOURCES)); assert not missing, missing")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 20

@@ -44,7 +44,24 @@ META = "logdoctor.config"
 # (then a broken file is an error), or `tool.logdoctor.jobs = 2` / `logdoctor = {...}` under `[tool]` (a
 # broken file that only may hold it, such as `logdoctor = "logdoctor.cli:main"` in scripts, is passed by)
 _OUR_TABLE = regexes.compile(r"^[ \t]*\[[ \t]*tool[ \t]*\.[ \t]*[\"']?logdoctor", re.MULTILINE)
-_MAY_HOLD_TABLE = regexes.compile(r"^[ \t]*(?:tool[ \t]*\.[ \t]*[\"']?logdoctor|[\"']?logdoctor[\"']?[ \t]*=)", re.MULTILINE)
+_MAY_HOLD_TABLE = regexes.compile(r"^[ \t]*(?:tool[ \t]*\.[ \t]*[\"']?logdoctor|(?P<key>[\"']?logdoctor[\"']?[ \t]*=))", re.MULTILINE)
+_TABLE_HEADER = regexes.compile(r"^[ \t]*\[[^\n]{0,256}", re.MULTILINE)
+_TOOL_HEADER = regexes.compile(r"[ \t]*\[[ \t]*[\"']?tool[\"']?[ \t]*\][ \t]*(?:#.*)?")
+
+
+def _may_hold_table(text: str) -> bool:
+    """Whether a pyproject.toml may set tool.logdoctor: a dotted `tool.logdoctor...` key, or a `logdoctor = `
+    key in the `[tool]` table (one under `[project.scripts]`, the usual, cannot)."""
+    from bisect import bisect_left
+    headers = list(_TABLE_HEADER.finditer(text))
+    starts = [h.start() for h in headers]
+    for m in _MAY_HOLD_TABLE.finditer(text):
+        if m.group("key") is None:
+            return True
+        above = bisect_left(starts, m.start()) - 1   # the table the key is in: the last header before it
+        if above >= 0 and _TOOL_HEADER.fullmatch(headers[above].group()):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -194,7 +211,7 @@ def read_config(path: Path, required: bool = False) -> Source | None:
         raise ConfigError(f"{shown}: not UTF-8 (byte {e.start})") from None
     pyproject = path.name == "pyproject.toml"
     ours = not pyproject or required or bool(_OUR_TABLE.search(text))
-    if not ours and not _MAY_HOLD_TABLE.search(text):
+    if not ours and not _may_hold_table(text):
         return None  # another project's file, read no further (even a broken one is not ours to judge)
     try:
         doc = _parse_toml(text, shown)

@@ -12,13 +12,13 @@
 """
 from __future__ import annotations
 
-import dataclasses
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from logdoctor.read.envelope import MAYBE_FIRST, Envelope
+from logdoctor.records import replace
 
 SPOOL_MEMORY = 32 << 20
 # A newest-first export is reversed only this far (its first, i.e. newest, part): an endless or huge
@@ -110,7 +110,7 @@ def _split_line(ln: Any, text: str, split: Callable[[str], list[str]]) -> list[A
         return [ln]
     texts = split(text)
     ln.text = texts[0]
-    return [ln] + [dataclasses.replace(ln, text=t) for t in texts[1:]]
+    return [ln] + [replace(ln, text=t) for t in texts[1:]]
 
 
 def reversed_raws(raws: Iterable[tuple[bytes, bool]]) -> Iterator[tuple[int, bytes, bool]]:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -128,15 +129,30 @@ def test_runs_write_nothing_outside_the_private_cache(tmp_path: Path) -> None:
 
 
 def _without_compiled_regexes(value: object) -> object:
-    """A rule's data with every `_rx` (an RE2 object, or None until first used) left out."""
+    """A rule's data with every `_rx` (an RE2 object, or None until first used) and `_mem` (its RE2 budget, kept
+    when the rule was compiled or built) left out."""
     if isinstance(value, dict):
-        return {k: _without_compiled_regexes(v) for k, v in value.items() if k != "_rx"}
+        return {k: _without_compiled_regexes(v) for k, v in value.items() if k not in ("_rx", "_mem")}
     if isinstance(value, (list, tuple)):
         return type(value)(_without_compiled_regexes(v) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (type(value).__name__, {f.name: _without_compiled_regexes(getattr(value, f.name))
                                        for f in dataclasses.fields(value)})
     return value
+
+
+def _regex_budgets(value: object) -> Iterator[tuple[str, int]]:
+    if isinstance(value, dict):
+        if "regex" in value:
+            yield value["regex"], value["_mem"]
+        for v in value.values():
+            yield from _regex_budgets(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _regex_budgets(v)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _regex_budgets(getattr(value, f.name))
 
 
 def test_shipped_rule_build_is_current_and_equals_the_rule_files() -> None:
@@ -153,6 +169,10 @@ def test_shipped_rule_build_is_current_and_equals_the_rule_files() -> None:
     assert len(shipped) == len(from_files) > 90
     for a, b in zip(shipped, from_files):
         assert _without_compiled_regexes(a) == _without_compiled_regexes(b), a.id
+    budgets = list(_regex_budgets(shipped))
+    assert len(budgets) > 100
+    for pattern, mem in budgets:  # each regex is compiled once, with the budget its program needs
+        assert mem == rules.regex_budget(pattern)[1], pattern
     assert len(net.terms) > 300
     assert _without_compiled_regexes(net) == _without_compiled_regexes(from_files_net)
 

@@ -35,7 +35,7 @@ from logdoctor.cli.common import (
     redactor,
     selection_options,
 )
-from logdoctor.many.batch import DEFAULT_TIMEOUT_S
+from logdoctor.many import DEFAULT_TIMEOUT_S
 from logdoctor.paths import Destination, display_path
 
 EVENT_SCHEMA = ("path", "line", "rank", "ts", "kind", "fields")

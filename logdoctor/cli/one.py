@@ -289,16 +289,16 @@ def _logs_under(where: str, discover_inputs: Any, what: str) -> list[str]:
 def _launch_sources(sources: list[str], one_launch: bool) -> list[str]:
     """The files of one launch: directories expanded (--one-launch), `-` at most once, no repeats."""
     import os
-
-    from logdoctor.many.batch import discover_inputs
     out: list[str] = []
     for s in sources:
         if one_launch and "://" in s and s.endswith("/") and _is_url(s):  # a prefix in object storage, as a directory
+            from logdoctor.many.batch import discover_inputs  # (the batch machinery only when there is a listing)
             out.extend(_logs_under(s, discover_inputs, "prefix"))
         elif s != "-" and os.path.isdir(s):
             if not one_launch:
                 raise UsageError(f"{label(s)}: is a directory: add --one-launch to read every log in it as the "
                                  f"logs of one launch, or use 'logdoctor batch {label(s)}' for one diagnosis per log")
+            from logdoctor.many.batch import discover_inputs
             out.extend(_logs_under(s, discover_inputs, "directory"))
         else:
             out.append(s)

@@ -283,7 +283,7 @@ def match_value(value: Any, m: Any) -> bool:
             rx = m.get("_rx")
             if rx is None:
                 from logdoctor.diagnosis.rules import compile_regex
-                rx = m["_rx"] = compile_regex(arg)  # validated at load time; compiled on first use
+                rx = m["_rx"] = compile_regex(arg, m.get("_mem"))  # checked at load time; compiled on first use
             if rx.search(_text(value)) is None:
                 return False
         elif op == "contains":

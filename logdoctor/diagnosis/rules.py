@@ -146,11 +146,30 @@ def _load_yaml(path: Path) -> tuple[Any, dict[str, int]]:
 # compilation
 
 
-def compile_regex(pattern: str) -> Any:
-    """RE2 (linear-time) compile with a bounded memory budget; ValueError for a bad or too large pattern."""
+def compile_regex(pattern: str, max_mem: int | None = None) -> Any:
+    """RE2 (linear-time) compile with a bounded memory budget; ValueError for a bad or too large pattern.
+
+    `max_mem`: the budget `regex_budget` settled on when the rule was loaded (kept in the built rule set):
+    the pattern was checked then, and is compiled once, without asking RE2 for its program sizes again."""
     import re2
     options = re2.Options()
     options.log_errors = False  # RE2 would print its own copy of the error on stderr
+    if max_mem is not None:
+        options.max_mem = max_mem
+        return re2.compile(pattern, options)
+    return _checked(pattern, options)[0]
+
+
+def regex_budget(pattern: str) -> tuple[Any, int]:
+    """The compiled pattern (as compile_regex makes it) and the RE2 memory budget it was compiled with."""
+    import re2
+    options = re2.Options()
+    options.log_errors = False
+    return _checked(pattern, options)
+
+
+def _checked(pattern: str, options: Any) -> tuple[Any, int]:
+    import re2
     options.max_mem = rule_cost.REGEX_MIN_MEM
     try:
         rx = re2.compile(pattern, options)
@@ -164,7 +183,7 @@ def compile_regex(pattern: str) -> Any:
     if budget > options.max_mem:  # a large program needs a large DFA cache, or RE2 falls back to its NFA
         options.max_mem = budget
         rx = re2.compile(pattern, options)
-    return rx
+    return rx, options.max_mem
 
 
 def _re2_message(e: Exception) -> str:
@@ -183,7 +202,10 @@ def _compile_matcher(m: Any, validate: bool = True, depth: int = 0) -> Any:
         raise ValueError(f"matchers nested more than {rule_cost.MAX_MATCHER_DEPTH} deep")
     m = dict(m)
     if "regex" in m:
-        m["_rx"] = compile_regex(m["regex"]) if validate else None  # the key exists either way
+        if validate:
+            m["_rx"], m["_mem"] = regex_budget(m["regex"])
+        else:
+            m["_rx"] = None  # the key exists either way
         m["_lits"] = required_literals(m["regex"])  # a cheap `in` test before the regex
     for op in ("eq", "ne"):
         if isinstance(m.get(op), dict):

@@ -21,7 +21,7 @@ from logdoctor.diagnosis.condition import BoolOp, Name, Node, Not, Quant
 from logdoctor.diagnosis.net_data import NetData, Subsystem, Term
 from logdoctor.diagnosis.rule_cost import Cost
 from logdoctor.diagnosis.rule_files import find_rule_files
-from logdoctor.diagnosis.rules import Rule, Selection, _base_dir
+from logdoctor.diagnosis.rules import Rule, Selection, _base_dir, regex_budget
 from logdoctor.resources import builtin_rules_dir
 
 BUILT_FORMAT = 1
@@ -69,7 +69,10 @@ def _matcher_data(m: Any) -> Any:
     out: dict[str, Any] = {}
     for k, v in m.items():
         if k == "_rx":
-            out[k] = None  # compiled on first use (engine.match_value)
+            out[k] = None  # compiled on first use (engine.match_value), once, with the budget found here
+            out["_mem"] = m["_mem"] if "_mem" in m else regex_budget(m["regex"])[1]
+        elif k == "_mem":
+            continue
         elif k == "_lits":
             out[k] = None if v is None else [v[0], list(v[1])]
         elif k in ("eq", "ne") and isinstance(v, dict):

@@ -29,7 +29,6 @@ from logdoctor.records import asdict, dataclass
 # server.log-20240101, server.log.2024-01-01) and optionally gzipped (.gz); and any other .gz file.
 # Bounded repetition only: a file name is untrusted input too.
 LOG_NAME = regexes.compile(r"(?:\.(?:log|txt|out|err)(?:[.-][0-9][0-9._-]{0,31})?(?:\.gz)?|\.gz)$")
-DEFAULT_TIMEOUT_S = 120.0
 _EPOCH, _MICROSECOND = datetime(1970, 1, 1), timedelta(microseconds=1)
 
 

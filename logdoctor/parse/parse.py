@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from logdoctor import regexes
-from logdoctor.events import Event, bound_event
+from logdoctor.events import MAX_TEXT_CHARS, Event, bound_event
 from logdoctor.parse.blocks import EXC_LINE, FRAME_LINE, BlockAssembler
 from logdoctor.parse.errortext import cuda_error_fields, oom_fields
 from logdoctor.parse.grammar import (
@@ -31,7 +31,7 @@ from logdoctor.parse.grammar import (
 from logdoctor.parse.values import to_int
 from logdoctor.read.citations import Citations
 from logdoctor.read.ingest import Line, node_of, read_lines
-from logdoctor.read.prefix import Prefixed, split_prefix
+from logdoctor.read.prefix import NCCL_LINE, Prefixed, split_prefix
 
 # Every pattern is bounded (`{0,N}`), guarded where it could start inside a run (`(?<![\d.])`), and has no
 # two adjacent quantifiers over the same characters: a log line is untrusted input, and one line of 40k
@@ -58,6 +58,9 @@ _FATAL = regexes.compile(r"^(?:Fatal Python error: (?P<py>.*)|!{1,64} ?(?P<sg>Se
 _PROGRESS = regexes.compile(r"(?<!\d)\d{1,18}/\d{1,18} \[\d")
 _PERCENT = regexes.compile(r"(?<!\d)(\d{1,18})%")
 _CUDA_ERROR = regexes.compile(r"(?:CUDA|Cuda|HIP) error(?!s)")
+# first characters of a line that split_prefix tries other prefixes on before NCCL's (SGLang's `[`, uvicorn,
+# vLLM, glog and torch levels): such a line takes the whole path
+_OTHER_PREFIX_STARTS = frozenset("[IWEDCTF")
 
 
 class EventParser:
@@ -71,7 +74,12 @@ class EventParser:
         self.last_dead_line = 0             # its line as read (the event itself may be renumbered once out)
 
     def feed(self, ln: Line) -> list[Event]:
-        p = split_prefix(ln.text)
+        text = ln.text
+        if " NCCL INFO " in text and self.blocks.block is None and text[:1] not in _OTHER_PREFIX_STARTS:
+            ev = self._nccl_info(ln, text)
+            if ev is not None:
+                return [ev]
+        p = split_prefix(text)
         blocks = self.blocks
         out: list[Event] = []
         if blocks.block is not None:
@@ -84,6 +92,21 @@ class EventParser:
                 return [bound_event(e) for e in out]
         out.extend(self._single(ln, p))
         return [bound_event(e) for e in out]
+
+    def _nccl_info(self, ln: Line, text: str) -> Event | None:
+        """A bare `host:pid:tid [rank] NCCL INFO …` line (NCCL_DEBUG=INFO prints thousands), made into its event
+        directly: what split_prefix and _single make of it, without their dispatch. None for any line that
+        path would treat otherwise (another level, a message the grammar takes, a watchdog, a long text)."""
+        m = NCCL_LINE.match(text)
+        if m is None:
+            return None
+        host, pid, _, rank, loc, lib, level, body = m.groups()
+        if level != "INFO" or len(body) > MAX_TEXT_CHARS or "Watchdog caught" in body or parse_message(body) is not None:
+            return None
+        fields = {"level": level, "message": body, "host": host, "pid": pid, "location": loc.strip(), "library": lib}
+        attrs = ln.attrs
+        return Event("nccl_log", ln.number, fields, int(rank), f"rank{rank}", None, None, body, None, None, self.source,
+                     node_of(attrs) if attrs is not None else None)
 
     def _event(self, kind: str, ln: Line, p: Prefixed, fields: dict[str, Any], template: str | None = None) -> Event:
         return Event(kind, ln.number, fields, p.rank, p.ranks, p.ts, p.secs, p.body, template, None, self.source,

@@ -575,8 +575,12 @@ def _scan_block(block: bytes, counter: list[int], sink: BatchSink, shape: _BulkS
             continue
         if len(raw) > MAX_LINE_BYTES:
             yield from lines_of(number, raw[:MAX_LINE_BYTES].decode("utf-8", "replace"), True)
-        elif dirty:
-            yield from lines_of(number, raw.decode("utf-8", "replace"), False)
+        elif dirty:  # the block holds a CR, colour or NUL somewhere: this line may not
+            text = raw.decode("utf-8", "replace")
+            if "\r" in text or "\x1b" in text or "\x00" in text:
+                yield from lines_of(number, text, False)
+            else:
+                yield Line(number, text)
         else:
             yield Line(number, raw.decode("utf-8", "replace"))
     counter[0] = number

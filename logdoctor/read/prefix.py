@@ -25,7 +25,7 @@ _SGLANG = regexes.compile(
     r"\[(?:((?:\d{4}-)?\d\d-\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?((?: [A-Z][A-Z_]{0,15}\d{1,6}){0,12})\] ?"
 )
 _UVICORN = regexes.compile(r"(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
-_NCCL = regexes.compile(
+NCCL_LINE = _NCCL = regexes.compile(
     r"(?<![\w.-])(?P<host>[\w.-]{1,256}):(?P<pid>\d{1,12}):(?P<tid>\d{1,12}) \[(?P<rank>\d{1,6})\][ \t]{0,8}"
     r"(?P<loc>(?:[^\s]{1,256}[ \t]{1,8}){0,4}?)"  # `init.cc:973 ` before NCCL in newer versions; usually empty
     r"(?P<lib>NCCL|NVSHMEM) (?P<level>INFO|WARN|ERROR|TRACE|ABORT) ?(?P<msg>.*)"

@@ -95,6 +95,9 @@ class RunBuilder:
         run.event_count += 1
         k = ev.kind
         run.kinds[k] = run.kinds.get(k, 0) + 1
+        if (k == "nccl_log" and ev.secs is None and ev.fields.get("level") == "INFO"
+                and (not ev.ranks or ev.ranks in self.stage_tracker.labels_seen)):
+            return  # NCCL_DEBUG=INFO chatter (thousands of lines): no stage, time, era, memory figure or failure in it
         if k in _SERVING_KINDS:
             run.last_serving_line = max(run.last_serving_line, ev.line)
         if k in BATCH_KINDS:

@@ -188,7 +188,13 @@ def test_a_stale_or_damaged_rule_build_is_not_used(tmp_path: Path, monkeypatch: 
     rule.write_text(rule.read_text().replace("title:", "title: (edited)", 1))  # an edit of one rule
     for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
         cached.cache_clear()
-    assert rules_built.shipped_rules() is None and rules_built.shipped_net() is None
+    # each build is checked against its own files: the rules' is stale, the net's is not
+    assert rules_built.shipped_rules() is None and rules_built.shipped_net() is not None
+    term = next((copy / "net").rglob("*.yaml"))
+    term.write_bytes(term.read_bytes() + b"\n# edited\n")  # an edit of one net file
+    for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
+        cached.cache_clear()
+    assert rules_built.shipped_net() is None
     (copy / rules_built.BUILT_RULES).write_text("{not json")
     rules_built._shipped_rules.cache_clear()
     assert rules_built.shipped_rules() is None

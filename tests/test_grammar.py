@@ -72,3 +72,38 @@ def test_anchor_prefilter_by_first_character_agrees_with_one_alternation() -> No
         b = start + "".join(parts)
         assert anchors.match(b) == bool(whole.match(b)), b
     agree()
+
+
+def test_the_anchor_prefilter_answers_as_one_alternation_of_every_anchor() -> None:
+    """AnchorPatterns groups the anchors by first character and skips an anchor whose needed literal a body
+    lacks: on every line of every fixture log (and bodies made to reach the lookahead anchors) it answers as
+    trying all of them would."""
+    import re
+    from pathlib import Path
+
+    from logdoctor.parse.grammar import _prefilter
+    from logdoctor.read.prefix import split_prefix
+    _, anchors = _prefilter()
+    every = re.compile("|".join(f"(?:{p})" for p in anchors.patterns))
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    bodies = {split_prefix(line).body for path in root.rglob("*.log")
+              for line in path.read_text(encoding="utf-8", errors="replace").splitlines()}
+    bodies |= {"Memory leak detected!", "Scheduler watchdog timeout (300 s)", "TP0 KV Cache is allocated.",
+               "foo at 3 is not available in bar", "Channel 00/24 : 0 1 2 3", "hit an exception: x",
+               "MyWorker hit an exception: boom", "TorchSymmMemCommunicator: off", "", "C", " at  leak detected!"}
+    assert len(bodies) > 1000
+    differing = [b for b in bodies if anchors.match(b) != (every.match(b) is not None)]
+    assert differing == []
+    assert sum(anchors.match(b) for b in bodies) > 100
+
+
+def test_required_literal_finds_only_what_every_match_holds() -> None:
+    from logdoctor.parse.grammar import required_literal
+    assert required_literal(r"[\w ]{1,128}(?= leak detected!)") == " leak detected!"
+    assert required_literal(r"\w{1,128}(?= at \d+ is not available in)") == " at "
+    assert required_literal(r"(Torch)?SymmMemCommunicator:") == "SymmMemCommunicator:"
+    assert required_literal(r"x{2,3}yzw") == "yzw"
+    assert required_literal(r"abcd?e") == "abc"         # `d` may be absent
+    assert required_literal(r"abd?e") is None            # ... and `ab` is too short to be worth a test
+    for pattern in (r"a|bcdef", r"x(?=abc|def)", r"(?i)abcdef", r"(?i:abcdef)", r"[abc]{3}"):
+        assert required_literal(pattern) is None, pattern

@@ -4,8 +4,8 @@ Building the built-ins from their YAML costs every run tens of milliseconds even
 (conditions parsed, regex literals worked out, 140 files' data decoded), and a few hundred on the first run
 after install (YAML and schema checks). `tools/build_rules.py` writes `rules/built-rules.json` and
 `rules/built-net.json`: every built Rule and the built-in net as plain data, so a run only turns lists
-back into objects. They are used only when their digest matches the files they were built from — every
-built-in rule and net file and the schema, by content — and this module's format; otherwise (a rule being
+back into objects. Each is used only when its digest matches the files it was built from — the schema and
+every built-in rule file, or every net file, by content — and this module's format; otherwise (a rule being
 edited) the files are read as before. Like the grammar's parse table they are JSON, so nothing loaded from
 them can run code; regexes are compiled with RE2 when first used, as for built-in rules read from the cache.
 """
@@ -29,21 +29,25 @@ BUILT_RULES = "built-rules.json"
 BUILT_NET = "built-net.json"   # apart: most logs are named by a rule and never need the net
 
 
-def source_files(rules_dir: Path) -> list[Path]:
-    """What a built rule set is made of: the schema, every rule file, every net file (sorted, as loaded)."""
-    rules, _ = find_rule_files(rules_dir)
+def source_files(rules_dir: Path, name: str) -> list[Path]:
+    """What the build `name` is made of, sorted as loaded: for the rules the schema and every rule file, for
+    the net every net file (each build is checked against its own files: the net's are four fifths of the
+    bytes, and most runs never load it)."""
+    if name == BUILT_RULES:
+        rules, _ = find_rule_files(rules_dir)
+        return [rules_dir / "schema.json", *rules]
     net_dir = rules_dir / "net"
     net, _ = find_rule_files(net_dir, skip_net=False) if net_dir.is_dir() else ([], [])
-    return [rules_dir / "schema.json", *rules, *net]
+    return net
 
 
-def digest(rules_dir: Path) -> str:
-    """The files' names and contents, checksummed: it changes whenever a rule or net file does."""
+def digest(rules_dir: Path, name: str) -> str:
+    """The names and contents of the files of the build `name`, checksummed: it changes whenever one does."""
     crc, adler, size = 0, 1, 0
-    for path in source_files(rules_dir):
-        name = path.relative_to(rules_dir).as_posix().encode() + b"\0"
+    for path in source_files(rules_dir, name):
+        label = path.relative_to(rules_dir).as_posix().encode() + b"\0"
         data = path.read_bytes()
-        for chunk in (name, data):
+        for chunk in (label, data):
             crc, adler = zlib.crc32(chunk, crc), zlib.adler32(chunk, adler)
         size += len(data)
     return f"{crc:08x}{adler:08x}-{size}"
@@ -127,9 +131,10 @@ def build(rules_dir: Path) -> dict[str, str]:
     net, net_problems = check_net_dir(rules_dir / "net")
     if problems or net_problems:
         raise (problems + net_problems)[0]
-    head = {"format": BUILT_FORMAT, "digest": digest(rules_dir)}
-    docs = {BUILT_RULES: {**head, "rules": [_rule_data(r, rules_dir) for r in rules]},
-            BUILT_NET: {**head, "net": _net_data(net, rules_dir / "net")}}
+    docs = {BUILT_RULES: {"format": BUILT_FORMAT, "digest": digest(rules_dir, BUILT_RULES),
+                          "rules": [_rule_data(r, rules_dir) for r in rules]},
+            BUILT_NET: {"format": BUILT_FORMAT, "digest": digest(rules_dir, BUILT_NET),
+                        "net": _net_data(net, rules_dir / "net")}}
     return {name: json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n" for name, doc in docs.items()}
 
 
@@ -210,14 +215,14 @@ def _net(d: dict[str, Any], net_dir: Path) -> NetData:
 
 def _read(name: str, rules_dir: Path, key: str) -> Any:
     doc = json.loads((rules_dir / name).read_bytes())
-    if doc.get("format") != BUILT_FORMAT or doc.get("digest") != _digest_of(rules_dir):
+    if doc.get("format") != BUILT_FORMAT or doc.get("digest") != _digest_of(rules_dir, name):
         raise ValueError("stale")
     return doc[key]
 
 
-@lru_cache(maxsize=2)
-def _digest_of(rules_dir: Path) -> str:
-    return digest(rules_dir)
+@lru_cache(maxsize=4)
+def _digest_of(rules_dir: Path, name: str) -> str:
+    return digest(rules_dir, name)
 
 
 @lru_cache(maxsize=1)

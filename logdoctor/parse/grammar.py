@@ -213,26 +213,142 @@ class AnchorPatterns:
     One alternation of all of them costs every line a try of each; most anchors can only start with one or
     two characters, so they are grouped by the first character of the body (an anchor whose first
     character is not plain to see is in every group). Each group is compiled when first needed; a body
-    starting with a character no anchor names takes the group of those others only."""
+    starting with a character no anchor names takes the group of those others only. An anchor of unknown
+    first character that needs a literal somewhere (`[\\w ]{1,128}(?= leak detected!)`) is tried only on a body
+    holding it: on the others such a pattern scans and backtracks for nothing (most of the cost of an NCCL
+    INFO line's check)."""
 
     def __init__(self, patterns: list[str]) -> None:
         self.patterns = patterns
         self.firsts = [_first_chars(p) for p in patterns]
         self.named = frozenset().union(*(f for f in self.firsts if f is not None))
-        self._groups: dict[str, re.Pattern[str] | None] = {}
+        self.needs = [None if f is not None else required_literal(p) for p, f in zip(patterns, self.firsts)]
+        self._groups: dict[str, tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None]]] = {}
 
-    def _group(self, c: str) -> re.Pattern[str] | None:
-        picked = [p for p, f in zip(self.patterns, self.firsts) if f is None or c in f]
-        rx = regexes.compile("|".join(f"(?:{p})" for p in picked)) if picked else None
-        self._groups[c] = rx
+    def _group(self, c: str) -> tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None]]:
+        picked = [i for i, f in enumerate(self.firsts) if f is None or c in f]
+        needs = tuple(dict.fromkeys(n for i in picked if (n := self.needs[i]) is not None))
+        group = self._groups[c] = (needs, {})
+        return group
+
+    def _compiled(self, c: str, present: tuple[bool, ...]) -> re.Pattern[str] | None:
+        needs, compiled = self._groups[c]
+        held = {n for n, there in zip(needs, present) if there}
+        picked = [p for p, f, n in zip(self.patterns, self.firsts, self.needs)
+                  if (f is None or c in f) and (n is None or n in held)]
+        rx = compiled[present] = regexes.compile("|".join(f"(?:{p})" for p in picked)) if picked else None
         return rx
 
     def match(self, body: str) -> bool:
         c = body[:1]
         if c not in self.named:
             c = ""  # the group of anchors that may start with anything
-        rx = self._groups[c] if c in self._groups else self._group(c)
+        group = self._groups.get(c) or self._group(c)
+        present = tuple(map(body.__contains__, group[0]))
+        compiled = group[1]
+        rx = compiled[present] if present in compiled else self._compiled(c, present)
         return rx is not None and rx.match(body) is not None
+
+
+_INLINE_FLAGS = regexes.compile(r"\(\?[aiLmsux-]{1,8}[:)]")
+
+
+def required_literal(pattern: str) -> str | None:
+    """A literal every match of `pattern` holds (the longest of at least 3 characters plain to see: outside
+    any group, or leading a lookahead), or None. Only for a pattern of one top-level branch."""
+    if len(_split_top(pattern)) != 1 or _INLINE_FLAGS.search(pattern):  # (?i): the text may differ in case
+        return None
+    runs: list[str] = []
+    run: list[str] = []
+    i, depth = 0, 0
+    n = len(pattern)
+
+    def end_run() -> None:
+        if run:
+            runs.append("".join(run))
+            run.clear()
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n and not pattern[i + 1].isalnum() and depth == 0:
+            lit, step = pattern[i + 1], 2
+        elif ch in _PLAIN and depth == 0:
+            lit, step = ch, 1
+        else:
+            lit, step = None, 1
+        if lit is not None:
+            if pattern[i + step:i + step + 1] in ("?", "*", "+", "{"):
+                end_run()  # the character before a quantifier may be absent or repeated
+                i += step
+                continue
+            run.append(lit)
+            i += step
+            continue
+        end_run()
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            close = pattern.find("]", i + 2)
+            i = close + 1 if close > 0 else n
+            continue
+        if ch == "{":  # a bounded repetition's `{m,n}`: not text
+            close = pattern.find("}", i + 1)
+            i = close + 1 if close > 0 else n
+            continue
+        if ch == "(":
+            if depth == 0 and pattern.startswith("(?=", i):
+                inner = _group_body(pattern, i)
+                if inner is not None and len(_split_top(inner)) == 1:
+                    lead = _leading_literal(inner)
+                    if lead:
+                        runs.append(lead)
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        i += 1
+    end_run()
+    best = max(runs, key=len, default="")
+    return best if len(best) >= 3 else None
+
+
+def _group_body(p: str, start: int) -> str | None:
+    """The text inside the group opening at `start` (after its `(?=`-like head), or None if unclosed."""
+    depth, i = 0, start
+    while i < len(p):
+        ch = p[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            close = p.find("]", i + 2)
+            i = close + 1 if close > 0 else len(p)
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return p[start + 3:i]
+        i += 1
+    return None
+
+
+def _leading_literal(p: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(p):
+        ch = p[i]
+        if ch == "\\" and i + 1 < len(p) and not p[i + 1].isalnum():
+            lit, step = p[i + 1], 2
+        elif ch in _PLAIN:
+            lit, step = ch, 1
+        else:
+            break
+        if p[i + step:i + step + 1] in ("?", "*", "+", "{"):
+            break
+        out.append(lit)
+        i += step
+    return "".join(out)
 
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-:=,'\"!#%&/;<>@`~")

@@ -313,13 +313,19 @@ def required_literal(pattern: str) -> str | None:
 
 def _group_body(p: str, start: int) -> str | None:
     """The text inside the group opening at `start` (after its `(?=`-like head), or None if unclosed."""
+    end = _group_end(p, start)
+    return None if end is None else p[start + 3:end]
+
+
+def _group_end(p: str, start: int) -> int | None:
+    """Where the `)` closing the group that opens at `start` is, or None if it is not closed."""
     depth, i = 0, start
     while i < len(p):
         ch = p[i]
         if ch == "\\":
             i += 2
             continue
-        if ch == "[":
+        if ch == "[":  # a class may hold parentheses
             close = p.find("]", i + 2)
             i = close + 1 if close > 0 else len(p)
             continue
@@ -328,7 +334,7 @@ def _group_body(p: str, start: int) -> str | None:
         elif ch == ")":
             depth -= 1
             if depth == 0:
-                return p[start + 3:i]
+                return i
         i += 1
     return None
 
@@ -412,26 +418,10 @@ def _branch_first(b: str) -> frozenset[str] | None:
             return None
         return frozenset(chars)
     if c == "(" and not b.startswith("(?"):
-        depth, i = 0, 0
-        while i < len(b):
-            ch = b[i]
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == "[":  # a class may hold parentheses
-                close = b.find("]", i + 2)
-                i = close + 1 if close > 0 else len(b)
-                continue
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-                if depth == 0:
-                    break
-            i += 1
-        if depth != 0 or _optional(b, i + 1):
+        close = _group_end(b, 0)
+        if close is None or _optional(b, close + 1):
             return None
-        return _first_chars(b[1:i])
+        return _first_chars(b[1:close])
     return None
 
 

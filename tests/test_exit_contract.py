@@ -241,3 +241,40 @@ def test_a_full_stdout_is_one_line_exit_2(args: tuple[str, ...]) -> None:
     with open("/dev/full", "wb") as full:
         p = run(*args, stdout=full)
     one_line_error(p, "stdout: write failed (no space left on device)")
+
+
+# ------------------------------------------------------------------------------------------------
+# how the process ends: `main` skips the interpreter's teardown only when nothing else needs the exit
+
+def _program(tmp_path: Path, before: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter that runs `before`, then `logdoctor ARGS` through `main` (the script's entry)."""
+    code = (f"import sys\n{before}\n"
+            "from logdoctor.cli.main import main\n"
+            f"sys.argv = ['logdoctor', *{list(args)!r}]\n"
+            "main()\n"
+            "print('main returned')\n")
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def test_main_ends_the_process_with_the_exit_code_after_atexit_and_a_full_flush(tmp_path: Path) -> None:
+    mark = tmp_path / "atexit.txt"
+    p = _program(tmp_path, f"import atexit; atexit.register(lambda: open({str(mark)!r}, 'w').write('ran'))",
+                 "explain", "--format", "json", str(FAILED))
+    assert p.returncode == 1, p.stderr       # a failure diagnosed
+    assert mark.read_text() == "ran"         # atexit functions run as at a normal exit
+    assert "main returned" not in p.stdout   # the process ended inside main
+    assert p.stdout.rstrip().endswith("}")   # the JSON reached the pipe whole (buffered output flushed)
+    import json
+    assert json.loads(p.stdout)["verdict"] == "failed"
+
+
+def test_with_another_thread_alive_the_exit_is_the_interpreters(tmp_path: Path) -> None:
+    # a non-daemon thread still running when the command ends: the interpreter's exit waits for it
+    mark = tmp_path / "thread.txt"
+    before = ("import threading, time\n"
+              f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(mark)!r}, 'w').write('done'))).start()")
+    p = _program(tmp_path, before, "--version")
+    assert p.returncode == 0, p.stderr
+    assert mark.read_text() == "done"
+    assert "logdoctor" in p.stdout and "main returned" not in p.stdout

@@ -7,6 +7,8 @@ stalled (no new line for --stall-timeout seconds), 130 interrupted
 """
 from __future__ import annotations
 
+import atexit
+import gc
 import io
 import os
 import signal
@@ -186,7 +188,37 @@ def _run() -> int:
     return rv if isinstance(rv, int) else EXIT_OK
 
 
-def main() -> None:
+def _alone() -> bool:
+    """No other thread and no child process machinery: nothing the interpreter's own exit would wait for."""
+    threading = sys.modules.get("threading")
+    return (threading is None or threading.active_count() == 1) and "multiprocessing" not in sys.modules
+
+
+def _leave(code: int) -> NoReturn:
+    """End the process with `code`, without the interpreter's teardown when nothing needs it.
+
+    That teardown collects and frees every object the run made (the parser, the rule set, the events):
+    20-30 ms after a 5k-line explain, a sixth of its time, for memory the system reclaims anyway. The
+    standard streams are flushed and the `atexit` functions run, as at a normal exit; with another thread
+    alive, or after a batch (worker processes), the exit is the interpreter's own. Every file the commands
+    write is closed before they return (paths.py writes via a temporary file and a rename)."""
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    if run_exitfuncs is not None and _alone():
+        run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                pass  # stdout was flushed (or silenced) already; stderr gone: the exit code still tells
+        os._exit(code & 0xFF)
+    gc.freeze()  # the objects left are freed as the modules go; a last collection over them finds nothing
+    sys.exit(code)
+
+
+def main() -> NoReturn:
+    """The `logdoctor` program: parse the arguments, run the command, end the process with its exit code.
+    It never returns (embedders call `cli.main(standalone_mode=False)` or `_run` instead)."""
     _guard_standard_streams()
     _install_signal_handlers()
     code = _run()
@@ -194,7 +226,7 @@ def main() -> None:
         sys.stdout.flush()
     except (OSError, ValueError):
         _silence_stdout()
-    sys.exit(code)
+    _leave(code)
 
 
 if __name__ == "__main__":

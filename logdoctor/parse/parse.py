@@ -74,12 +74,12 @@ class EventParser:
         self.last_dead_line = 0             # its line as read (the event itself may be renumbered once out)
 
     def feed(self, ln: Line) -> list[Event]:
-        text = ln.text
-        if " NCCL INFO " in text and self.blocks.block is None and text[:1] not in _OTHER_PREFIX_STARTS:
-            ev = self._nccl_info(ln, text)
-            if ev is not None:
-                return [ev]
-        p = split_prefix(text)
+        ev = self.nccl_chatter(ln)
+        return [ev] if ev is not None else self.dispatch(ln)
+
+    def dispatch(self, ln: Line) -> list[Event]:
+        """feed, for a line that nccl_chatter did not take."""
+        p = split_prefix(ln.text)
         blocks = self.blocks
         out: list[Event] = []
         if blocks.block is not None:
@@ -92,6 +92,14 @@ class EventParser:
                 return [bound_event(e) for e in out]
         out.extend(self._single(ln, p))
         return [bound_event(e) for e in out]
+
+    def nccl_chatter(self, ln: Line) -> Event | None:
+        """The event of a line of NCCL_DEBUG=INFO chatter (most lines of a launch that sets it), made without
+        feed's dispatch; None for any other line, which feed takes the whole way."""
+        text = ln.text
+        if " NCCL INFO " in text and self.blocks.block is None and text[:1] not in _OTHER_PREFIX_STARTS:
+            return self._nccl_info(ln, text)
+        return None
 
     def _nccl_info(self, ln: Line, text: str) -> Event | None:
         """A bare `host:pid:tid [rank] NCCL INFO …` line (NCCL_DEBUG=INFO prints thousands), made into its event
@@ -256,16 +264,16 @@ def parse_lines(lines: Iterable[Line], source: str = "", citations: Citations | 
     (`Line.origin`, a newest-first export) is noted in `citations`, which turns positions back into
     the lines as given (citations.py)."""
     parser = EventParser(source)
-    feed = parser.feed
-    if citations is None:
-        for ln in lines:
-            yield from feed(ln)
-    else:
-        note = citations.note_origin
-        for ln in lines:
-            if ln.origin is not None:
-                note(ln.number, ln.origin)
-            yield from feed(ln)
+    dispatch, chatter = parser.dispatch, parser.nccl_chatter
+    note = citations.note_origin if citations is not None else None
+    for ln in lines:
+        if ln.origin is not None and note is not None:
+            note(ln.number, ln.origin)
+        ev = chatter(ln)  # feed's first step, taken here: no list made for the thousands of such lines
+        if ev is not None:
+            yield ev
+        else:
+            yield from dispatch(ln)
     for ev in parser.finish():
         yield ev
 

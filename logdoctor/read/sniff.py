@@ -27,11 +27,8 @@ Every InputError message is one line: the file as given (control characters esca
 """
 from __future__ import annotations
 
-import bz2
 import errno
-import gzip
 import io
-import lzma
 import os
 import stat
 import sys
@@ -149,15 +146,14 @@ class _Source(io.RawIOBase):
             if e.errno is not None:
                 raise InputError(self._name, f"read failed ({e.strerror or e})") from None
             raise InputError(self._name, f"read failed: corrupt {self._fmt} data ({e})") from None
-        except lzma.LZMAError as e:
-            if "memory" in str(e).lower():
-                raise InputError(self._name, f"read failed: {self._fmt} data needs more than "
-                                             f"{XZ_MEMLIMIT >> 20} MiB to decode") from None
-            raise InputError(self._name, f"read failed: corrupt {self._fmt} data ({e})") from None
         except zlib.error as e:
             raise InputError(self._name, f"read failed: corrupt {self._fmt} data ({e})") from None
-        except Exception as e:
-            if type(e).__name__ == "ZstdError":
+        except Exception as e:  # by name: the decompressors' modules are imported only for such data
+            name = type(e).__name__
+            if name == "LZMAError" and "memory" in str(e).lower():
+                raise InputError(self._name, f"read failed: {self._fmt} data needs more than "
+                                             f"{XZ_MEMLIMIT >> 20} MiB to decode") from None
+            if name in ("LZMAError", "ZstdError"):
                 raise InputError(self._name, f"read failed: corrupt {self._fmt} data ({e})") from None
             raise
 
@@ -177,8 +173,13 @@ class _XzReader(io.RawIOBase):
     are read on, trailing garbage ends the data as in the standard library."""
 
     def __init__(self, raw: Any) -> None:
+        import lzma  # only for such data
         self._raw = raw
-        self._dec = lzma.LZMADecompressor(lzma.FORMAT_AUTO, memlimit=XZ_MEMLIMIT)
+        self._lzma = lzma
+        self._dec = self._new()
+
+    def _new(self) -> Any:
+        return self._lzma.LZMADecompressor(self._lzma.FORMAT_AUTO, memlimit=XZ_MEMLIMIT)
 
     def readable(self) -> bool:
         return True
@@ -192,10 +193,10 @@ class _XzReader(io.RawIOBase):
                     if not more:
                         return 0
                     rest = more.lstrip(b"\x00")
-                self._dec = lzma.LZMADecompressor(lzma.FORMAT_AUTO, memlimit=XZ_MEMLIMIT)
+                self._dec = self._new()
                 try:
                     out = self._dec.decompress(rest, len(b))
-                except lzma.LZMAError:
+                except self._lzma.LZMAError:
                     return 0  # trailing garbage after a complete stream ends the data, as in LZMAFile
             else:
                 data = b""
@@ -210,9 +211,12 @@ class _XzReader(io.RawIOBase):
 
 
 def _decompressor(raw: Any, fmt: str) -> Any:
+    # each module imported only for its own data: a plain log never needs them
     if fmt == "gzip":
+        import gzip
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if fmt == "bzip2":
+        import bz2
         return bz2.BZ2File(raw)
     if fmt in ("xz", "lzma"):
         return _XzReader(raw)

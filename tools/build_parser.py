@@ -43,6 +43,35 @@ QUIET_LOGGER = (
 )
 
 
+# lark's contextual lexer builds a scanner per parser state on first use, and each build tries every regex
+# terminal on every string terminal of the same priority (`_create_unless`: a string the regex matches whole is
+# folded into it); ~1 ms a state, a few states a log. Which pairs match depends on the terminals alone, so
+# it is worked out here once and the generated module reads it from UNLESS_MATCHES.
+UNLESS_CHECK = (
+    "            if s == _get_match(re_, retok.pattern.to_regexp(), s, g_regex_flags):\n",
+    "            if ((retok.name, strtok.name) in UNLESS_MATCHES if g_regex_flags == UNLESS_FLAGS  # logdoctor: built\n"
+    "                    else s == _get_match(re_, retok.pattern.to_regexp(), s, g_regex_flags)):\n",
+)
+
+
+def unless_matches(parser: object) -> tuple[int, list[tuple[str, str]]]:
+    """The (regex terminal, string terminal) pairs `_create_unless` folds together, and the flags they hold for."""
+    conf = parser.lexer_conf  # type: ignore[attr-defined]
+    flags = conf.g_regex_flags
+    terminals = list(conf.terminals)
+    pairs = []
+    for retok in terminals:
+        if retok.pattern.type != "re":
+            continue
+        for strtok in terminals:
+            if strtok.pattern.type == "str" and strtok.priority == retok.priority:
+                s = strtok.pattern.value
+                m = re.match(retok.pattern.to_regexp(), s, flags)
+                if m is not None and m.group(0) == s:
+                    pairs.append((retok.name, strtok.name))
+    return flags, sorted(pairs)
+
+
 def identity(grammar: bytes) -> dict[str, object]:
     import lark
     return {"PARSER_FORMAT": PARSER_FORMAT, "GRAMMAR_DIGEST": grammar_digest(grammar), "LARK_VERSION": lark.__version__}
@@ -51,13 +80,17 @@ def identity(grammar: bytes) -> dict[str, object]:
 def generate(grammar: bytes) -> str:
     from lark.tools.standalone import gen_standalone
     out = io.StringIO()
-    gen_standalone(build_parser(grammar, transformer=False), out=out)
+    parser = build_parser(grammar, transformer=False)
+    gen_standalone(parser, out=out)
     text = out.getvalue().replace("import pickle, zlib, base64\n", "", 1)  # only its compressed form needs them
-    for old, new in QUIET_LOGGER:
+    for old, new in (*QUIET_LOGGER, UNLESS_CHECK):
         if old not in text:
             raise SystemExit(f"tools/build_parser.py: lark's standalone output changed: {old!r} not found")
         text = text.replace(old, new, 1)
-    tail = "".join(f"{k} = {v!r}\n" for k, v in identity(grammar).items())
+    flags, pairs = unless_matches(parser)
+    tail = (f"UNLESS_FLAGS = {flags!r}\nUNLESS_MATCHES = frozenset({{\n"
+            + "".join(f"    {p!r},\n" for p in pairs) + "})\n")
+    tail += "".join(f"{k} = {v!r}\n" for k, v in identity(grammar).items())
     return HEADER + text + "\n" + tail
 
 

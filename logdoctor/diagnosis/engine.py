@@ -121,11 +121,12 @@ class EventIndex:
         first_batches: list[tuple[Event, str]] = []
         stage = "args"
         for ev in events:
-            s = _STAGE_OF_KIND.get(ev.kind)
+            k = ev.kind
+            s = _STAGE_OF_KIND.get(k)
             if s is not None and _STAGE_RANK[s] > _STAGE_RANK[stage]:
                 stage = s
-            if ev.kind in PERIODIC:
-                if ev.kind in FIRST_BATCHES_OF and len(first_batches) < FIRST_BATCHES_KEPT:
+            if k in PERIODIC:
+                if k in FIRST_BATCHES_OF and len(first_batches) < FIRST_BATCHES_KEPT:
                     first_batches.append((ev, stage))  # a warm-up that never finished shows only these
                 continue
             if _is_chatty(ev):

@@ -223,16 +223,19 @@ class AnchorPatterns:
         self.firsts = [_first_chars(p) for p in patterns]
         self.named = frozenset().union(*(f for f in self.firsts if f is not None))
         self.needs = [None if f is not None else required_literal(p) for p, f in zip(patterns, self.firsts)]
-        self._groups: dict[str, tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None]]] = {}
+        # per first character: the literals its anchors need, its compiled alternations by which of them a
+        # body holds, and the key for a body holding none
+        self._groups: dict[str, tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None],
+                                      tuple[bool, ...]]] = {}
 
-    def _group(self, c: str) -> tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None]]:
+    def _group(self, c: str) -> tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None], tuple[bool, ...]]:
         picked = [i for i, f in enumerate(self.firsts) if f is None or c in f]
         needs = tuple(dict.fromkeys(n for i in picked if (n := self.needs[i]) is not None))
-        group = self._groups[c] = (needs, {})
+        group = self._groups[c] = (needs, {}, (False,) * len(needs))
         return group
 
     def _compiled(self, c: str, present: tuple[bool, ...]) -> re.Pattern[str] | None:
-        needs, compiled = self._groups[c]
+        needs, compiled, _ = self._groups[c]
         held = {n for n, there in zip(needs, present) if there}
         picked = [p for p, f, n in zip(self.patterns, self.firsts, self.needs)
                   if (f is None or c in f) and (n is None or n in held)]
@@ -243,9 +246,11 @@ class AnchorPatterns:
         c = body[:1]
         if c not in self.named:
             c = ""  # the group of anchors that may start with anything
-        group = self._groups.get(c) or self._group(c)
-        present = tuple(map(body.__contains__, group[0]))
-        compiled = group[1]
+        needs, compiled, present = self._groups.get(c) or self._group(c)
+        for need in needs:  # most bodies hold none of them: a loop of `in` finds that fastest
+            if need in body:
+                present = tuple(map(body.__contains__, needs))
+                break
         rx = compiled[present] if present in compiled else self._compiled(c, present)
         return rx is not None and rx.match(body) is not None
 

@@ -176,7 +176,9 @@ class Folding:
         last = 0
         for ev in events:
             add(ev)
-            last = max(last, ev.end_line or ev.line)
+            n = ev.end_line or ev.line
+            if n > last:
+                last = n
             yield ev
         self.builder.finish(last)
         self.finished = True

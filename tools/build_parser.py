@@ -54,6 +54,55 @@ UNLESS_CHECK = (
 )
 
 
+# lark rebuilds each object of the tables through Serialize.deserialize, which works out the class's namespace
+# (a dict) and asks `hasattr(inst, '_deserialize')` (an exception when absent) for every one of ~1,800 objects:
+# the same per class, so kept per class. Same objects, same order of fields, same `_deserialize` calls.
+FAST_DESERIALIZE = (
+    "        namespace = getattr(cls, '__serialize_namespace__', [])\n"
+    "        namespace = {c.__name__:c for c in namespace}\n"
+    "\n"
+    "        fields = getattr(cls, '__serialize_fields__')\n"
+    "\n"
+    "        if '@' in data:\n"
+    "            return memo[data['@']]\n"
+    "\n"
+    "        inst = cls.__new__(cls)\n"
+    "        for f in fields:\n"
+    "            try:\n"
+    "                setattr(inst, f, _deserialize(data[f], namespace, memo))\n"
+    "            except KeyError as e:\n"
+    "                raise KeyError(\"Cannot find key for class\", cls, e)\n"
+    "\n"
+    "        if hasattr(inst, '_deserialize'):\n"
+    "            inst._deserialize()\n",
+    "        known = _DESERIALIZING.get(cls)  # logdoctor: what lark works out per object, once per class\n"
+    "        if known is None:\n"
+    "            # `after`: the class has _deserialize (True), cannot have it (False), or an instance may (None)\n"
+    "            after = True if hasattr(cls, '_deserialize') else None if hasattr(cls, '__getattr__') else False\n"
+    "            known = _DESERIALIZING[cls] = ({c.__name__: c for c in getattr(cls, '__serialize_namespace__', [])},\n"
+    "                                           getattr(cls, '__serialize_fields__'), after)\n"
+    "        namespace, fields, after = known\n"
+    "\n"
+    "        if '@' in data:\n"
+    "            return memo[data['@']]\n"
+    "\n"
+    "        inst = cls.__new__(cls)\n"
+    "        for f in fields:\n"
+    "            try:\n"
+    "                setattr(inst, f, _deserialize(data[f], namespace, memo))\n"
+    "            except KeyError as e:\n"
+    "                raise KeyError(\"Cannot find key for class\", cls, e)\n"
+    "\n"
+    "        if after or (after is None and hasattr(inst, '_deserialize')):\n"
+    "            inst._deserialize()\n",
+)
+FAST_DESERIALIZE_CACHE = (
+    "class Serialize:\n",
+    "_DESERIALIZING: Dict[type, Any] = {}  # logdoctor: Serialize.deserialize's per-class facts\n\n\n"
+    "class Serialize:\n",
+)
+
+
 def unless_matches(parser: object) -> tuple[int, list[tuple[str, str]]]:
     """The (regex terminal, string terminal) pairs `_create_unless` folds together, and the flags they hold for."""
     conf = parser.lexer_conf  # type: ignore[attr-defined]
@@ -83,7 +132,7 @@ def generate(grammar: bytes) -> str:
     parser = build_parser(grammar, transformer=False)
     gen_standalone(parser, out=out)
     text = out.getvalue().replace("import pickle, zlib, base64\n", "", 1)  # only its compressed form needs them
-    for old, new in (*QUIET_LOGGER, UNLESS_CHECK):
+    for old, new in (*QUIET_LOGGER, UNLESS_CHECK, FAST_DESERIALIZE, FAST_DESERIALIZE_CACHE):
         if old not in text:
             raise SystemExit(f"tools/build_parser.py: lark's standalone output changed: {old!r} not found")
         text = text.replace(old, new, 1)

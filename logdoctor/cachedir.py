@@ -18,6 +18,9 @@ import stat
 from pathlib import Path
 
 MAX_CACHE_BYTES = 64 << 20
+# entries of one kind (`rules-*.json`, `net-*.json`) kept: each change to a rule file or set of rule
+# directories makes a new one, and without a bound the directory grows with every edit
+MAX_ENTRIES_PER_KIND = 16
 
 
 def private_cache_dir() -> Path | None:
@@ -73,6 +76,27 @@ def read_private(path: Path, limit: int = MAX_CACHE_BYTES) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def prune(directory: Path, prefix: str, keep: int = MAX_ENTRIES_PER_KIND) -> None:
+    """Remove all but the `keep` newest `{prefix}*.json` files of ours in `directory` (symlinks and files of
+    other users are left alone). Failures only leave files behind."""
+    found: list[tuple[int, str]] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.startswith(prefix) and entry.name.endswith(".json"):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                        found.append((st.st_mtime_ns, entry.name))
+    except OSError:
+        return
+    found.sort(reverse=True)
+    for _, name in found[keep:]:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass
 
 
 def write_private(path: Path, data: bytes) -> None:

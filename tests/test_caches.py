@@ -311,3 +311,27 @@ def test_no_cache_when_the_home_cannot_be_written(tmp_path: Path, monkeypatch: p
         tempfile.tempdir = None
     assert not problems and got
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_the_rule_cache_keeps_a_bounded_number_of_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every edited rule file (or other set of rule directories) makes a new entry: old ones must go
+    from logdoctor.cachedir import MAX_ENTRIES_PER_KIND
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    source = sorted((ROOT / "rules").rglob("*.yaml"))[0]
+    rule_dir = tmp_path / "rules"
+    rule_dir.mkdir()
+    stranger = tmp_path / "cache" / "logdoctor" / "rules-planted.json"
+    for i in range(MAX_ENTRIES_PER_KIND + 6):
+        target = rule_dir / source.name
+        target.write_bytes(source.read_bytes() + f"\n# edit {i}\n".encode())
+        os.utime(target, ns=(i * 10**9, i * 10**9))  # each edit a new (size, mtime): a new cache key
+        loaded, problems = rules.check_dir(rule_dir)
+        assert not problems and len(loaded) == 1
+        if i == 0:  # a symlink is never followed or removed, even under a matching name
+            stranger.symlink_to(tmp_path / "elsewhere.json")
+    entries = sorted((tmp_path / "cache" / "logdoctor").glob("rules-*.json"))
+    regular = [e for e in entries if not e.is_symlink()]
+    assert len(regular) == MAX_ENTRIES_PER_KIND
+    assert stranger.is_symlink()
+    newest = max(regular, key=lambda e: e.stat().st_mtime_ns)
+    assert str(target) in json.loads(newest.read_text())["entries"]  # the entry just written is kept

@@ -423,10 +423,11 @@ def _entry_shape_ok(entry: Any) -> bool:
 
 
 def _write_cache(cache: Path | None, entries: dict[str, Any]) -> None:
-    from logdoctor.cachedir import write_private
+    from logdoctor.cachedir import prune, write_private
     if cache is not None:
         doc = {"format": CACHE_FORMAT, "key": cache.name, "entries": entries}
         write_private(cache, json.dumps(doc).encode("utf-8"))
+        prune(cache.parent, cache.name.split("-", 1)[0] + "-")  # older entries of this kind beyond the bound
 
 
 def _from_cache(path: Path, entry: Any) -> tuple[Rule, dict[str, Any], dict[str, int]] | None:

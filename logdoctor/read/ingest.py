@@ -349,16 +349,13 @@ def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None,
         pending: deque[Line] = deque(sample)
         del sample  # the deque is drained as lines are yielded: nothing keeps the sample alive after that
 
-        def source() -> Iterator[Line]:
+        def drained() -> Iterator[Line]:
             while pending:
                 yield pending.popleft()
-            if bulk:
-                assert batch_sink is not None
-                yield from _bulk_lines(stream, last_number, batch_sink, shape, lines_of)
-            else:
-                yield from _decoded(raws, last_number, lines_of)
 
-        lines = source()
+        rest = (_bulk_lines(stream, last_number, batch_sink, shape, lines_of) if bulk and batch_sink is not None
+                else _decoded(raws, last_number, lines_of))
+        lines = itertools.chain(drained(), rest)  # chained in C: past the sample, one generator less a line
     if cr_ended:
         lines = _collapse_redraw_lines(lines)
     if not env.off:
@@ -557,8 +554,16 @@ def _scan_block(block: bytes, counter: list[int], sink: BatchSink, shape: _BulkS
                 yield from _scan_block(block[:mid], counter, sink, shape, lines_of)
                 yield from _scan_block(block[mid + 1:], counter, sink, shape, lines_of)
                 return
-    batch: list[bytes] = []
     number = counter[0]
+    if (not dirty and not n_marks and partial is None and not counter[1] and len(block) <= MAX_LINE_BYTES):
+        # nothing periodic, no CR / colour / NUL, no line that can be over the limit: decoded whole (a newline
+        # always ends an invalid sequence, so the text of each line is what decoding it alone gives)
+        for text in block.decode("utf-8", "replace").split("\n"):
+            number += 1
+            yield Line(number, text)
+        counter[0] = number
+        return
+    batch: list[bytes] = []
     last_periodic = 0
     plain = shape is _PLAIN_SHAPE
     after_partial = counter[1]
@@ -614,9 +619,12 @@ def read_stream(stream: BinaryIO, source: str | os.PathLike[str], batch_sink: Ba
     `source`. The caller closes the stream."""
     produced = False
     try:
-        for ln in clean_lines(stream, batch_sink, envelope):
+        lines = clean_lines(stream, batch_sink, envelope)
+        for ln in lines:  # the first line by hand, the rest delegated (one generator step less a line)
             produced = True
             yield ln
+            break
+        yield from lines
     except EOFError as e:
         # compressed data still being written ends mid-stream: what was readable is the log so far
         if not produced:

@@ -61,6 +61,24 @@ _CUDA_ERROR = regexes.compile(r"(?:CUDA|Cuda|HIP) error(?!s)")
 # first characters of a line that split_prefix tries other prefixes on before NCCL's (SGLang's `[`, uvicorn,
 # vLLM, glog and torch levels): such a line takes the whole path
 _OTHER_PREFIX_STARTS = frozenset("[IWEDCTF")
+# NCCL chatter repeats a few `host:pid:tid [rank] ` heads (one a rank and thread) over thousands of lines:
+# each head is matched once (bounded memo)
+_NCCL_INFO = "NCCL INFO "
+_NCCL_INFO_AT = " NCCL INFO "
+NCCL_HEADS_MAX = 4096
+# host, pid, rank, rank label, location, library: what NCCL_LINE gives a head, or None when it takes none
+NcclHead = tuple[str, str, int, str, str, str] | None
+
+
+def _nccl_head(head: str) -> NcclHead:
+    """What NCCL_LINE makes of a line `head + "NCCL INFO " + body`, whatever the body: the match of `head`
+    followed by `NCCL INFO ` alone, when its library starts right after `head` (an earlier `NCCL WARN` inside
+    the head, or no match at all: None, and the line takes the whole path)."""
+    m = NCCL_LINE.match(head + _NCCL_INFO)
+    if m is None or m.start("lib") != len(head) or m.group("level") != "INFO":
+        return None
+    host, pid, _, rank, loc, lib, _, _ = m.groups()
+    return host, pid, int(rank), f"rank{rank}", loc.strip(), lib
 
 
 class EventParser:
@@ -72,6 +90,7 @@ class EventParser:
         self.pending_process: tuple[str | None, int] | None = None
         self.last_dead: Event | None = None
         self.last_dead_line = 0             # its line as read (the event itself may be renumbered once out)
+        self._nccl_heads: dict[str, NcclHead] = {}
 
     def feed(self, ln: Line) -> list[Event]:
         ev = self.nccl_chatter(ln)
@@ -97,7 +116,7 @@ class EventParser:
         """The event of a line of NCCL_DEBUG=INFO chatter (most lines of a launch that sets it), made without
         feed's dispatch; None for any other line, which feed takes the whole way."""
         text = ln.text
-        if " NCCL INFO " in text and self.blocks.block is None and text[:1] not in _OTHER_PREFIX_STARTS:
+        if _NCCL_INFO_AT in text and self.blocks.block is None and text[:1] not in _OTHER_PREFIX_STARTS:
             return self._nccl_info(ln, text)
         return None
 
@@ -105,15 +124,26 @@ class EventParser:
         """A bare `host:pid:tid [rank] NCCL INFO …` line (NCCL_DEBUG=INFO prints thousands), made into its event
         directly: what split_prefix and _single make of it, without their dispatch. None for any line that
         path would treat otherwise (another level, a message the grammar takes, a watchdog, a long text)."""
-        m = NCCL_LINE.match(text)
-        if m is None:
+        cut = text.find(_NCCL_INFO_AT) + 1
+        head = text[:cut]
+        heads = self._nccl_heads
+        if head in heads:
+            parts = heads[head]
+        else:
+            if len(heads) >= NCCL_HEADS_MAX:
+                heads.clear()
+            parts = heads[head] = _nccl_head(head)
+        if parts is None:
             return None
-        host, pid, _, rank, loc, lib, level, body = m.groups()
-        if level != "INFO" or len(body) > MAX_TEXT_CHARS or "Watchdog caught" in body or parse_message(body) is not None:
+        host, pid, rank, label, loc, lib = parts
+        body = text[cut + len(_NCCL_INFO):]
+        if "\n" in body:  # NCCL_LINE's message (`.*`) stops there
+            body = body[:body.index("\n")]
+        if len(body) > MAX_TEXT_CHARS or "Watchdog caught" in body or parse_message(body) is not None:
             return None
-        fields = {"level": level, "message": body, "host": host, "pid": pid, "location": loc.strip(), "library": lib}
+        fields = {"level": "INFO", "message": body, "host": host, "pid": pid, "location": loc, "library": lib}
         attrs = ln.attrs
-        return Event("nccl_log", ln.number, fields, int(rank), f"rank{rank}", None, None, body, None, None, self.source,
+        return Event("nccl_log", ln.number, fields, rank, label, None, None, body, None, None, self.source,
                      node_of(attrs) if attrs is not None else None)
 
     def _event(self, kind: str, ln: Line, p: Prefixed, fields: dict[str, Any], template: str | None = None) -> Event:

@@ -411,6 +411,7 @@ def _detect_layers(texts: list[str]) -> Envelope:
     n = max(len(texts), 1)
     for _ in range(MAX_LAYERS):
         best: tuple[int, str] | None = None
+        by_first = _by_first(current)
         for name in ORDER:
             if name in found:
                 continue
@@ -418,11 +419,11 @@ def _detect_layers(texts: list[str]) -> Envelope:
                 cs = _stern_containers(current, MIN_SHARE["stern"])
                 if not cs:
                     continue
-                hits = _count(current, _peel_stern_with(cs), name)
+                hits = _count(by_first, _peel_stern_with(cs), name)
                 if hits and (best is None or hits > best[0]):
                     best, containers = (hits, name), cs
                 continue
-            hits = _count(current, PEELERS[name], name)
+            hits = _count(by_first, PEELERS[name], name)
             need = 1 if name in DISTINCTIVE else max(min(2, n), MIN_SHARE[name] * n)  # a one-line log: its line
             if hits >= need and (best is None or hits > best[0]):
                 best = (hits, name)
@@ -473,11 +474,30 @@ _FIRST = {
 }
 
 
-def _count(texts: list[str], peel: Callable[[str], Peeled | None], name: str) -> int:
+def _by_first(texts: list[str]) -> dict[str, list[str]]:
+    """The texts by their first character: each layer is then tried only on the lines it can start."""
+    out: dict[str, list[str]] = {}
+    for t in texts:
+        c = t[:1]
+        group = out.get(c)
+        if group is None:
+            out[c] = [t]
+        else:
+            group.append(t)
+    return out
+
+
+def _count(by_first: dict[str, list[str]], peel: Callable[[str], Peeled | None], name: str) -> int:
+    """How many texts (by_first: _by_first's) the layer `name` peels."""
     first = _FIRST[name]
-    if name == "compose":
-        return sum(1 for t in texts if t[:1] in first and "| " in t and peel(t) is not None)
-    return sum(1 for t in texts if t[:1] in first and peel(t) is not None)
+    hits = 0
+    for c, texts in by_first.items():
+        if c in first:
+            if name == "compose":
+                hits += sum(1 for t in texts if "| " in t and peel(t) is not None)
+            else:
+                hits += sum(1 for t in texts if peel(t) is not None)
+    return hits
 
 
 def _dns_end(name: str) -> bool:

@@ -140,7 +140,9 @@ def generate(grammar: bytes) -> str:
     tail = (f"UNLESS_FLAGS = {flags!r}\nUNLESS_MATCHES = frozenset({{\n"
             + "".join(f"    {p!r},\n" for p in pairs) + "})\n")
     tail += "".join(f"{k} = {v!r}\n" for k, v in identity(grammar).items())
-    return HEADER + text + "\n" + tail
+    # annotations kept as text: lark's runtime annotates every signature with typing generics, and evaluating
+    # them (`Dict[str, Any]`, ...) was half of importing the module (~3 ms); nothing in it reads them back
+    return HEADER + "from __future__ import annotations\n\n" + text + "\n" + tail
 
 
 def shipped_identity() -> dict[str, object]:

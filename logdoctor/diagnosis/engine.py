@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from logdoctor.diagnosis.condition import evaluate, positive_names
@@ -194,10 +194,9 @@ class EventIndex:
             hay = self._hay.get(hay_key)
             if hay is None:
                 texts = []
-                for i in self.by_kind[kind]:
-                    value = _lookup(self.events[i], self.stages[i], path)
+                for value in self._values(kind, path):
                     if value is not None:
-                        text = _text(value)
+                        text = value if type(value) is str else _text(value)
                         texts.append(text.lower() if ci else text)
                 hay = self._hay[hay_key] = "\n".join(texts)
             hit = self._has[key] = any(lit in hay for lit in lits)
@@ -208,11 +207,19 @@ class EventIndex:
         groups = self._groups.get((kind, path))
         if groups is None:
             groups = self._groups[(kind, path)] = {}
-            for i in self.by_kind[kind]:
-                value = _lookup(self.events[i], self.stages[i], path)
+            for i, value in zip(self.by_kind[kind], self._values(kind, path)):
                 if value is not None:
                     groups.setdefault(str(value), []).append(i)
         return groups
+
+    def _values(self, kind: str, path: str) -> Iterator[Any]:
+        """The value at `path` of each event of `kind`, in order, as _lookup reads it (a one-step field
+        directly: a kind can have thousands of events)."""
+        events, idx = self.events, self.by_kind[kind]
+        if path in _EVENT_ATTRS or path == "stage" or "." in path:
+            stages = self.stages
+            return (_lookup(events[i], stages[i], path) for i in idx)
+        return (events[i].fields.get(path) for i in idx)
 
 
 def _weight(ev: Event) -> int:
@@ -233,10 +240,13 @@ def position(ev: Event) -> int:
     return int(ev.fields.get("exception_line") or ev.line)
 
 
+_EVENT_ATTRS = frozenset({"text", "line", "rank", "ranks", "kind", "ts"})  # paths that name an Event attribute
+
+
 def _lookup(ev: Event, stage: str, path: str) -> Any:
     if path == "stage":
         return stage
-    if path in ("text", "line", "rank", "ranks", "kind", "ts"):
+    if path in _EVENT_ATTRS:
         return getattr(ev, path)
     if "." not in path:  # one step, what lookup would take: the index asks this of thousands of events
         return ev.fields.get(path)

@@ -193,12 +193,12 @@ class EventIndex:
             hay_key = (kind, path, ci)
             hay = self._hay.get(hay_key)
             if hay is None:
-                texts = []
-                for value in self._values(kind, path):
-                    if value is not None:
-                        text = value if type(value) is str else _text(value)
-                        texts.append(text.lower() if ci else text)
-                hay = self._hay[hay_key] = "\n".join(texts)
+                texts = [value if type(value) is str else _text(value)
+                         for value in self._values(kind, path) if value is not None]
+                hay = "\n".join(texts)
+                # lowered once, joined: the same text (a newline is neither cased nor case-ignorable, so even
+                # a final sigma lowers as it does at the end of its own text)
+                self._hay[hay_key] = hay = hay.lower() if ci else hay
             hit = self._has[key] = any(lit in hay for lit in lits)
         return hit
 
@@ -216,6 +216,8 @@ class EventIndex:
         """The value at `path` of each event of `kind`, in order, as _lookup reads it (a one-step field
         directly: a kind can have thousands of events)."""
         events, idx = self.events, self.by_kind[kind]
+        if path == "text":
+            return (events[i].text for i in idx)
         if path in _EVENT_ATTRS or path == "stage" or "." in path:
             stages = self.stages
             return (_lookup(events[i], stages[i], path) for i in idx)

@@ -314,6 +314,9 @@ class Envelope:
     log_streams: frozenset[str] = frozenset()  # CloudWatch stream names after an rfc3339 time
     guarded_layers: bool = True                # False for an override: the named layer is tried as is
     peelers: list[tuple[str, Callable[[str], Peeled | None], bool]] = field(default_factory=list)
+    # what peel gave each short text, while there is room: the sample is peeled by the newest-first test, the
+    # wrap-width guess and the stream itself (a compose line tries every layer twice: ~5 us a time)
+    memo: dict[str, tuple[str, Attrs | None, str | None]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # a distinctive layer is tried only on a line that passes maybe_distinctive, detected or not
@@ -345,6 +348,17 @@ class Envelope:
         """(text without its envelope, attrs or None, stream of a partial record or None)."""
         if self.guarded and not maybe_distinctive(text):
             return text, None, None
+        known = self.memo.get(text)
+        if known is not None:
+            rest, attrs, partial = known
+            return rest, (dict(attrs) if attrs is not None else None), partial  # each caller its own attrs
+        got = self._peel(text)
+        if len(self.memo) < JSON_MEMO_LINES and len(text) <= JSON_MEMO_CHARS:
+            rest, attrs, partial = got
+            self.memo[text] = (rest, dict(attrs) if attrs is not None else None, partial)
+        return got
+
+    def _peel(self, text: str) -> tuple[str, Attrs | None, str | None]:
         attrs: Attrs | None = None
         names: list[str] = []
         partial: str | None = None

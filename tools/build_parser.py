@@ -61,40 +61,18 @@ FAST_DESERIALIZE = (
     "        namespace = getattr(cls, '__serialize_namespace__', [])\n"
     "        namespace = {c.__name__:c for c in namespace}\n"
     "\n"
-    "        fields = getattr(cls, '__serialize_fields__')\n"
-    "\n"
-    "        if '@' in data:\n"
-    "            return memo[data['@']]\n"
-    "\n"
-    "        inst = cls.__new__(cls)\n"
-    "        for f in fields:\n"
-    "            try:\n"
-    "                setattr(inst, f, _deserialize(data[f], namespace, memo))\n"
-    "            except KeyError as e:\n"
-    "                raise KeyError(\"Cannot find key for class\", cls, e)\n"
-    "\n"
-    "        if hasattr(inst, '_deserialize'):\n"
-    "            inst._deserialize()\n",
+    "        fields = getattr(cls, '__serialize_fields__')\n",
     "        known = _DESERIALIZING.get(cls)  # logdoctor: what lark works out per object, once per class\n"
     "        if known is None:\n"
     "            # `after`: the class has _deserialize (True), cannot have it (False), or an instance may (None)\n"
     "            after = True if hasattr(cls, '_deserialize') else None if hasattr(cls, '__getattr__') else False\n"
     "            known = _DESERIALIZING[cls] = ({c.__name__: c for c in getattr(cls, '__serialize_namespace__', [])},\n"
     "                                           getattr(cls, '__serialize_fields__'), after)\n"
-    "        namespace, fields, after = known\n"
-    "\n"
-    "        if '@' in data:\n"
-    "            return memo[data['@']]\n"
-    "\n"
-    "        inst = cls.__new__(cls)\n"
-    "        for f in fields:\n"
-    "            try:\n"
-    "                setattr(inst, f, _deserialize(data[f], namespace, memo))\n"
-    "            except KeyError as e:\n"
-    "                raise KeyError(\"Cannot find key for class\", cls, e)\n"
-    "\n"
-    "        if after or (after is None and hasattr(inst, '_deserialize')):\n"
-    "            inst._deserialize()\n",
+    "        namespace, fields, after = known\n",
+)
+FAST_DESERIALIZE_AFTER = (
+    "        if hasattr(inst, '_deserialize'):\n",
+    "        if after or (after is None and hasattr(inst, '_deserialize')):\n",
 )
 FAST_DESERIALIZE_CACHE = (
     "class Serialize:\n",
@@ -132,7 +110,7 @@ def generate(grammar: bytes) -> str:
     parser = build_parser(grammar, transformer=False)
     gen_standalone(parser, out=out)
     text = out.getvalue().replace("import pickle, zlib, base64\n", "", 1)  # only its compressed form needs them
-    for old, new in (*QUIET_LOGGER, UNLESS_CHECK, FAST_DESERIALIZE, FAST_DESERIALIZE_CACHE):
+    for old, new in (*QUIET_LOGGER, UNLESS_CHECK, FAST_DESERIALIZE, FAST_DESERIALIZE_AFTER, FAST_DESERIALIZE_CACHE):
         if old not in text:
             raise SystemExit(f"tools/build_parser.py: lark's standalone output changed: {old!r} not found")
         text = text.replace(old, new, 1)

@@ -16,7 +16,7 @@ import re
 import sys
 from typing import Any, AnyStr
 
-__all__ = ["LEXER_RE", "compile", "engine_identity"]
+__all__ = ["LEXER_RE", "compile", "engine_identity", "split_top"]
 
 _programs: dict[tuple[Any, int], tuple[Any, ...]] | None = None   # loaded at the first compile()
 _made: dict[tuple[Any, int], re.Pattern[Any]] = {}
@@ -107,3 +107,30 @@ class _LexerRe:
 
 
 LEXER_RE = _LexerRe()
+
+
+def split_top(p: str) -> list[str]:
+    """The top-level alternatives of a pattern (a `|` inside a group or a class does not split; an escaped
+    character, `]` in a class included, is skipped). Shared by the grammar's prefilter and the rules' literals."""
+    parts, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(p):
+        c = p[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if p[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(p[start:i])
+            start = i + 1
+        i += 1
+    parts.append(p[start:])
+    return parts

@@ -65,3 +65,9 @@ def test_repeat_counts_are_not_required_text(pattern: str, line: str) -> None:
     assert compile_regex(pattern).search(line)
     lits = required_literals(pattern)
     assert lits is None or any(lit in (line.lower() if lits[0] else line) for lit in lits[1]), lits
+
+
+def test_a_bar_inside_a_class_with_an_escaped_bracket_does_not_split() -> None:
+    # `[\]|]` is one class: the pattern has one branch, whose literals every match holds
+    assert required_literals(r"abcdef[\]|]ghijkl") == (False, ("abcdef",))
+    assert required_literals(r"abcdef[\]|]gh|ijklmn") == (False, ("abcdef", "ijklmn"))

@@ -6,6 +6,8 @@ structure is not simple enough to be sure, there is no prefilter and the regex d
 """
 from __future__ import annotations
 
+from logdoctor.regexes import split_top
+
 _META = set(".^$*+?{}[]()|\\")
 
 
@@ -21,27 +23,8 @@ def required_literals(pattern: str) -> tuple[bool, tuple[str, ...]] | None:
     pattern = _strip_outer_group(pattern)
     if pattern.startswith("(?") or "(?i" in pattern:
         return None
-    branches: list[str] = []
-    depth, start, i = 0, 0, 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            i = _after_class(pattern, i)
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            branches.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    branches.append(pattern[start:])
     lits = []
-    for b in branches:
+    for b in split_top(pattern):
         best = _longest_literal(b)
         if len(best) < 4:
             return None

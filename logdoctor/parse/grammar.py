@@ -14,6 +14,7 @@ from typing import Any, cast
 
 
 from logdoctor import regexes
+from logdoctor.regexes import split_top
 from logdoctor.parse.finishers import finish
 from logdoctor.parse.values import (
     convert,
@@ -261,7 +262,7 @@ _INLINE_FLAGS = regexes.compile(r"\(\?[aiLmsux-]{1,8}[:)]")
 def required_literal(pattern: str) -> str | None:
     """A literal every match of `pattern` holds (the longest of at least 3 characters plain to see: outside
     any group, or leading a lookahead), or None. Only for a pattern of one top-level branch."""
-    if len(_split_top(pattern)) != 1 or _INLINE_FLAGS.search(pattern):  # (?i): the text may differ in case
+    if len(split_top(pattern)) != 1 or _INLINE_FLAGS.search(pattern):  # (?i): the text may differ in case
         return None
     runs: list[str] = []
     run: list[str] = []
@@ -303,7 +304,7 @@ def required_literal(pattern: str) -> str | None:
         if ch == "(":
             if depth == 0 and pattern.startswith("(?=", i):
                 inner = _group_body(pattern, i)
-                if inner is not None and len(_split_top(inner)) == 1:
+                if inner is not None and len(split_top(inner)) == 1:
                     lead = _leading_literal(inner)
                     if lead:
                         runs.append(lead)
@@ -368,38 +369,12 @@ _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 def _first_chars(pattern: str) -> frozenset[str] | None:
     """The characters a match of `pattern` can start with, or None when that is not plain to see."""
     out: set[str] = set()
-    for branch in _split_top(pattern):
+    for branch in split_top(pattern):
         first = _branch_first(branch)
         if first is None:
             return None
         out |= first
     return frozenset(out)
-
-
-def _split_top(p: str) -> list[str]:
-    """The top-level alternatives of a pattern (a `|` inside a group or a class does not split)."""
-    parts, depth, start, i, in_class = [], 0, 0, 0, False
-    while i < len(p):
-        c = p[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if p[i + 1:i + 2] == "]":
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            parts.append(p[start:i])
-            start = i + 1
-        i += 1
-    parts.append(p[start:])
-    return parts
 
 
 def _optional(p: str, end: int) -> bool:

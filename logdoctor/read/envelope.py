@@ -244,6 +244,9 @@ def _peel_stern_with(containers: frozenset[str]) -> Callable[[str], Peeled | Non
 # when full.
 JSON_MEMO_LINES = 2048
 JSON_MEMO_CHARS = 2048
+# Envelope.peel's own memo (whole peels, every layer): the sample's size, short lines only
+PEEL_MEMO_LINES = 2048
+PEEL_MEMO_CHARS = 2048
 _json_memo: dict[str, Peeled | None] = {}
 
 
@@ -353,7 +356,7 @@ class Envelope:
             rest, attrs, partial = known
             return rest, (dict(attrs) if attrs is not None else None), partial  # each caller its own attrs
         got = self._peel(text)
-        if len(self.memo) < JSON_MEMO_LINES and len(text) <= JSON_MEMO_CHARS:
+        if len(self.memo) < PEEL_MEMO_LINES and len(text) <= PEEL_MEMO_CHARS:
             rest, attrs, partial = got
             self.memo[text] = (rest, dict(attrs) if attrs is not None else None, partial)
         return got

@@ -335,3 +335,26 @@ def test_the_rule_cache_keeps_a_bounded_number_of_entries(tmp_path: Path, monkey
     assert stranger.is_symlink()
     newest = max(regular, key=lambda e: e.stat().st_mtime_ns)
     assert str(target) in json.loads(newest.read_text())["entries"]  # the entry just written is kept
+
+
+def test_a_rule_is_the_same_whether_the_rule_cache_had_it_or_not(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # a cached built-in rule is not costed again: its cost comes from the entry. Before, a hit gave no cost and
+    # a miss the counted one, so the shipped build depended on what the cache held when it was written
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cold, problems = rules.check_dir(builtin_rules_dir())
+    warm, again = rules.check_dir(builtin_rules_dir())
+    assert not problems and not again and len(cold) == len(warm) > 90
+    for a, b in zip(cold, warm):
+        assert _without_compiled_regexes(a) == _without_compiled_regexes(b), a.id
+    assert any(r.cost.units for r in warm)  # counted, not the empty default
+    # an entry of the earlier shape (no cost) is a miss, and the file is rewritten with costs
+    cache = next((tmp_path / "logdoctor").glob("rules-*.json"))
+    doc = json.loads(cache.read_text())
+    for entry in doc["entries"].values():
+        del entry["cost"]
+    cache.write_text(json.dumps(doc))
+    old_shape, problems = rules.check_dir(builtin_rules_dir())
+    assert not problems and [_without_compiled_regexes(r) for r in old_shape] == \
+        [_without_compiled_regexes(r) for r in cold]
+    assert all("cost" in e for e in json.loads(cache.read_text())["entries"].values())

@@ -269,11 +269,14 @@ def _read_validated(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     return data, lines
 
 
-def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: bool = False) -> Rule:
+def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: bool = False,
+           cost: rule_cost.Cost | None = None) -> Rule:
     """Cross-field checks and compilation (patterns, condition, cost) of a schema-valid rule.
 
     `validated`: the data comes from the rules cache (schema-checked when cached). Only built-in rules
     then defer compiling their regexes to first use; any other rule is compiled and costed every load.
+    `cost`: what the load that cached it counted (a built-in rule from the cache is not costed again), so a
+    rule is the same whether the cache had it or not.
     """
     from logdoctor.diagnosis.condition import parse_condition
     from logdoctor.events import KINDS
@@ -313,8 +316,9 @@ def _build(path: Path, data: dict[str, Any], lines: dict[str, int], validated: b
         _check_template(path, lines.get(key, 1), data[key])
     for i, r in enumerate(data["remedy"]):
         _check_template(path, _line_for(lines, ["remedy", i]), r)
-    cost = rule_cost.Cost()
-    if not lazy:
+    if lazy:
+        cost = cost if cost is not None else rule_cost.Cost()
+    else:
         cost, problem, worst = rule_cost.rule_cost_problem(selections)
         if problem is not None:
             raise RuleError(path, _line_for(lines, ["match", worst] if worst else ["match"]), problem)
@@ -435,8 +439,10 @@ def _from_cache(path: Path, entry: Any) -> tuple[Rule, dict[str, Any], dict[str,
     if entry is None:
         return None
     try:
-        return _build(path, entry["data"], entry["lines"], validated=True), entry["data"], entry["lines"]
-    except Exception:  # a stale or damaged entry must cost a re-read, not the command
+        cost = rule_cost.Cost(*(int(n) for n in entry["cost"]))
+        return (_build(path, entry["data"], entry["lines"], validated=True, cost=cost), entry["data"],
+                entry["lines"])
+    except Exception:  # a stale or damaged entry (one of an older version: no cost) must cost a re-read
         return None
 
 
@@ -451,15 +457,17 @@ def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
     cache = _cache_path(files)
     cached = _read_cache(cache)
     fresh: dict[str, Any] = {}
+    missed = False
     for path in files:
         try:
             hit = _from_cache(path, cached.get(str(path)))
             if hit is not None:  # patterns were checked when the entry was cached
                 rule, data, lines = hit
             else:
+                missed = True
                 data, lines = _read_validated(path)
                 rule = _build(path, data, lines)
-            fresh[str(path)] = {"data": data, "lines": lines}
+            fresh[str(path)] = {"data": data, "lines": lines, "cost": [rule.cost.units, rule.cost.regexes]}
         except RuleError as e:
             problems.append(e)
             continue
@@ -471,7 +479,7 @@ def check_dir(directory: Path) -> tuple[list[Rule], list[RuleError]]:
             continue
         seen[rule.id] = path
         rules.append(rule)
-    if not problems and fresh.keys() != cached.keys():
+    if not problems and (missed or fresh.keys() != cached.keys()):
         _write_cache(cache, fresh)
     if not _is_builtin(directory):
         problem = _user_rules_problem(rules)

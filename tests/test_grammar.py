@@ -107,3 +107,17 @@ def test_required_literal_finds_only_what_every_match_holds() -> None:
     assert required_literal(r"abd?e") is None            # ... and `ab` is too short to be worth a test
     for pattern in (r"a|bcdef", r"x(?=abc|def)", r"(?i)abcdef", r"(?i:abcdef)", r"[abc]{3}"):
         assert required_literal(pattern) is None, pattern
+
+
+def test_may_parse_is_false_only_for_bodies_the_grammar_does_not_take() -> None:
+    """The NCCL chatter path asks may_parse before parse_message: a body it turns away must be one
+    parse_message returns None for, on every fixture line, and it must turn most chatter away."""
+    from logdoctor.parse.grammar import may_parse
+    from logdoctor.read.prefix import split_prefix
+    bodies = {split_prefix(line).body for path in (ROOT / "fixtures").rglob("*.log")
+              for line in path.read_text(encoding="utf-8", errors="replace").splitlines()}
+    bodies |= {"NCCL version 2.21.5+cuda12.4", "Channel 00/24 : 0 1 2 3", "Using network IB", ""}
+    taken = [b for b in bodies if parse_message(b) is not None]
+    assert len(taken) > 100
+    assert all(may_parse(b) for b in taken)
+    assert not may_parse("Channel 00/24 : 0 1 2 3") and may_parse("NCCL version 2.21.5+cuda12.4")

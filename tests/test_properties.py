@@ -63,3 +63,16 @@ def test_texts_joined_by_newlines_lower_as_each_text_does(texts: list[str]) -> N
     # engine.EventIndex lowers a kind's texts once, joined: each must lower as it does alone (final sigma too)
     texts = [t.replace("\n", " ") for t in texts]
     assert "\n".join(texts).lower() == "\n".join(t.lower() for t in texts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400) | st.lists(st.sampled_from([b"a", b" ", b"\n", b"\t", b"\x1b", b"\r", b"\x00", b"\x07",
+                                                          b"\x1f", b"\xff", b"\xe2\x82", "é✓".encode()]),
+                                          max_size=80).map(b"".join))
+def test_the_non_text_share_counts_each_character_as_the_definition_does(head: bytes) -> None:
+    """sniff counts the characters a log does not carry with one str.count each: the share is the one a test
+    of each character gives (the replacement character, and controls other than \\n \\r \\t ESC)."""
+    from logdoctor.read.sniff import non_text_ratio
+    text = head.decode("utf-8", errors="replace")
+    bad = sum(1 for c in text if c == "\ufffd" or (ord(c) < 32 and c not in "\n\r\t\x1b"))
+    assert non_text_ratio(head) == (bad / max(len(text), 1) if head else 0.0)

@@ -81,6 +81,99 @@ FAST_DESERIALIZE_CACHE = (
 )
 
 
+# lark imports the third-party `regex` module when it is installed, only to offer it for `Lark(regex=True)`;
+# a failed import searches every path entry on each run. The parser is built with `re`: `regex` is never used.
+NO_REGEX_MODULE = (
+    "try:\n    import regex\n    _has_regex = True\nexcept ImportError:\n    _has_regex = False\n",
+    "_has_regex = False  # logdoctor: the parser is built with `re`; the `regex` module is never imported\n",
+)
+# compiled at import for the `regex` module's Unicode categories, which no terminal of this grammar uses: kept
+# as text, which `re.sub` / `re.search` compile (and cache) when first given it
+CATEGORY_PATTERN = (
+    "categ_pattern = re.compile(r'\\\\p{[A-Za-z_]+}')\n",
+    "categ_pattern = r'\\\\p{[A-Za-z_]+}'  # logdoctor: compiled by re when first used, not at import\n",
+)
+# the contextual lexer made a lexer for each distinct set of terminals a parser state accepts (31 here) and a
+# root lexer of all of them when the parser was built; a log's few parsed lines visit a handful of states, and
+# logdoctor never uses the root lexer (grammar._without_root_lexer). Each is made when first asked for, with
+# the same terminals, configuration and sharing; `lexer_re`, when set, is the regex module each lexer gets.
+LAZY_LEXERS = (
+    "        lexer_by_tokens: Dict[FrozenSet[str], AbstractBasicLexer] = {}\n"
+    "        self.lexers = {}\n"
+    "        for state, accepts in states.items():\n"
+    "            key = frozenset(accepts)\n"
+    "            try:\n"
+    "                lexer = lexer_by_tokens[key]\n"
+    "            except KeyError:\n"
+    "                accepts = set(accepts) | set(conf.ignore) | set(always_accept)\n"
+    "                lexer_conf = copy(trad_conf)\n"
+    "                lexer_conf.terminals = [terminals_by_name[n] for n in accepts if n in terminals_by_name]\n"
+    "                lexer = self.BasicLexer(lexer_conf, comparator)\n"
+    "                lexer_by_tokens[key] = lexer\n"
+    "\n"
+    "            self.lexers[state] = lexer\n"
+    "\n"
+    "        assert trad_conf.terminals is terminals\n"
+    "        trad_conf.skip_validation = True  ##\n"
+    "\n"
+    "        self.root_lexer = self.BasicLexer(trad_conf, comparator)\n",
+    "        lexer_by_tokens: Dict[FrozenSet[str], AbstractBasicLexer] = {}\n"
+    "        state_conf = copy(trad_conf)  # logdoctor: as the states' lexers were made, before the root's\n"
+    "\n"
+    "        def state_lexer(accepts: Collection[str]) -> AbstractBasicLexer:\n"
+    "            key = frozenset(accepts)\n"
+    "            try:\n"
+    "                lexer = lexer_by_tokens[key]\n"
+    "            except KeyError:\n"
+    "                accepts = set(accepts) | set(conf.ignore) | set(always_accept)\n"
+    "                lexer_conf = copy(state_conf)\n"
+    "                lexer_conf.terminals = [terminals_by_name[n] for n in accepts if n in terminals_by_name]\n"
+    "                lexer = self.BasicLexer(lexer_conf, comparator)\n"
+    "                if self.lexer_re is not None:\n"
+    "                    lexer.re = self.lexer_re\n"
+    "                lexer_by_tokens[key] = lexer\n"
+    "            return lexer\n"
+    "\n"
+    "        self.lexers = _LexersByState(states, state_lexer)\n"
+    "\n"
+    "        assert trad_conf.terminals is terminals\n"
+    "        trad_conf.skip_validation = True  ##\n"
+    "\n"
+    "        self.root_lexer = _LexerOnFirstUse(lambda: self.BasicLexer(trad_conf, comparator))\n",
+)
+LAZY_LEXERS_CLASSES = (
+    "class ContextualLexer(Lexer):\n"
+    "    lexers: Dict[int, AbstractBasicLexer]\n"
+    "    root_lexer: AbstractBasicLexer\n",
+    "class _LexersByState(dict):  # logdoctor: ContextualLexer.lexers, each made when its state first asks\n"
+    "    def __init__(self, states: Dict[int, Collection[str]], make: Callable[[Collection[str]], Any]) -> None:\n"
+    "        super().__init__()\n"
+    "        self._states = states\n"
+    "        self._make = make\n"
+    "\n"
+    "    def __missing__(self, state: int) -> Any:\n"
+    "        lexer = self[state] = self._make(self._states[state])  # KeyError for a state the table lacks\n"
+    "        return lexer\n"
+    "\n"
+    "\n"
+    "class _LexerOnFirstUse:  # logdoctor: ContextualLexer.root_lexer, made when first used\n"
+    "    def __init__(self, make: Callable[[], Any]) -> None:\n"
+    "        self._make = make\n"
+    "        self._lexer: Any = None\n"
+    "\n"
+    "    def __getattr__(self, name: str) -> Any:\n"
+    "        if self._lexer is None:\n"
+    "            self._lexer = self._make()\n"
+    "        return getattr(self._lexer, name)\n"
+    "\n"
+    "\n"
+    "class ContextualLexer(Lexer):\n"
+    "    lexers: Dict[int, AbstractBasicLexer]\n"
+    "    root_lexer: AbstractBasicLexer\n"
+    "    lexer_re: Any = None  # logdoctor: the regex module the states' lexers get (None: the configuration's)\n",
+)
+
+
 def unless_matches(parser: object) -> tuple[int, list[tuple[str, str]]]:
     """The (regex terminal, string terminal) pairs `_create_unless` folds together, and the flags they hold for."""
     conf = parser.lexer_conf  # type: ignore[attr-defined]
@@ -110,7 +203,8 @@ def generate(grammar: bytes) -> str:
     parser = build_parser(grammar, transformer=False)
     gen_standalone(parser, out=out)
     text = out.getvalue().replace("import pickle, zlib, base64\n", "", 1)  # only its compressed form needs them
-    for old, new in (*QUIET_LOGGER, UNLESS_CHECK, FAST_DESERIALIZE, FAST_DESERIALIZE_AFTER, FAST_DESERIALIZE_CACHE):
+    for old, new in (*QUIET_LOGGER, UNLESS_CHECK, FAST_DESERIALIZE, FAST_DESERIALIZE_AFTER, FAST_DESERIALIZE_CACHE,
+                     NO_REGEX_MODULE, CATEGORY_PATTERN, LAZY_LEXERS, LAZY_LEXERS_CLASSES):
         if old not in text:
             raise SystemExit(f"tools/build_parser.py: lark's standalone output changed: {old!r} not found")
         text = text.replace(old, new, 1)

@@ -131,7 +131,7 @@ def _to_fields_class(transformer_base: Any, token_class: Any) -> Any:
 # user could have written (lark's own cache is a pickle, which runs code when loaded), and no first run
 # pays for building. The module names the grammar it was built from; when the grammar differs (being
 # edited), lark itself builds the parser in memory instead.
-PARSER_FORMAT = 1
+PARSER_FORMAT = 2
 
 
 def grammar_digest(grammar: bytes) -> str:
@@ -147,8 +147,7 @@ def _parser() -> Any:
         if runtime.GRAMMAR_DIGEST == grammar_digest(grammar) and runtime.PARSER_FORMAT == PARSER_FORMAT:
             parser = runtime.Lark_StandAlone(transformer=_to_fields_class(runtime.Transformer, runtime.Token)())
             _without_root_lexer(parser, runtime.UnexpectedCharacters)
-            for lexer in parser.parser.lexer.lexers.values():  # scanners built from recorded regex programs
-                lexer.re = regexes.LEXER_RE
+            parser.parser.lexer.lexer_re = regexes.LEXER_RE  # scanners built from recorded regex programs
     except Exception:  # missing, stale or broken: lark builds it
         parser = None
     if parser is None:
@@ -228,6 +227,8 @@ class AnchorPatterns:
         # body holds, and the key for a body holding none
         self._groups: dict[str, tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None],
                                       tuple[bool, ...]]] = {}
+        # per first character: its needs and the alternation for a body holding none of them (most bodies)
+        self._plain: dict[str, tuple[tuple[str, ...], re.Pattern[str] | None]] = {}
 
     def _group(self, c: str) -> tuple[tuple[str, ...], dict[tuple[bool, ...], re.Pattern[str] | None], tuple[bool, ...]]:
         picked = [i for i, f in enumerate(self.firsts) if f is None or c in f]
@@ -247,11 +248,20 @@ class AnchorPatterns:
         c = body[:1]
         if c not in self.named:
             c = ""  # the group of anchors that may start with anything
-        needs, compiled, present = self._groups.get(c) or self._group(c)
+        plain = self._plain.get(c)
+        if plain is None:
+            needs, _, none_held = self._groups.get(c) or self._group(c)
+            plain = self._plain[c] = (needs, self._compiled(c, none_held))
+        needs, rx = plain
         for need in needs:  # most bodies hold none of them: a loop of `in` finds that fastest
             if need in body:
-                present = tuple(map(body.__contains__, needs))
-                break
+                return self._match_holding(c, body)
+        return rx is not None and rx.match(body) is not None
+
+    def _match_holding(self, c: str, body: str) -> bool:
+        """match, for a body holding some of its group's needs."""
+        needs, compiled, _ = self._groups[c]
+        present = tuple(map(body.__contains__, needs))
         rx = compiled[present] if present in compiled else self._compiled(c, present)
         return rx is not None and rx.match(body) is not None
 
@@ -406,6 +416,13 @@ def _branch_first(b: str) -> frozenset[str] | None:
 
 
 from logdoctor.parse.finishers import nccl_watchdog_fields  # noqa: E402,F401  (re-exported for parse.py)
+
+
+def may_parse(body: str) -> bool:
+    """False for a body the grammar cannot take (parse_message would return None): it starts with none of
+    the words and anchor patterns the grammar's start state accepts. True says only that it may."""
+    heads, anchors = _prefilter()
+    return body[:3] in heads or anchors.match(body)
 
 
 def parse_message(body: str) -> tuple[str, Fields] | None:

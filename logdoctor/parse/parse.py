@@ -24,6 +24,7 @@ from logdoctor.parse.blocks import EXC_LINE, FRAME_LINE, BlockAssembler
 from logdoctor.parse.errortext import cuda_error_fields, oom_fields
 from logdoctor.parse.grammar import (
     extract_pairs,
+    may_parse,
     nccl_watchdog_fields,
     parse_batch,
     parse_message,
@@ -139,7 +140,8 @@ class EventParser:
         body = text[cut + len(_NCCL_INFO):]
         if "\n" in body:  # NCCL_LINE's message (`.*`) stops there
             body = body[:body.index("\n")]
-        if len(body) > MAX_TEXT_CHARS or "Watchdog caught" in body or parse_message(body) is not None:
+        if (len(body) > MAX_TEXT_CHARS or "Watchdog caught" in body
+                or (may_parse(body) and parse_message(body) is not None)):
             return None
         fields = {"level": "INFO", "message": body, "host": host, "pid": pid, "location": loc, "library": lib}
         attrs = ln.attrs

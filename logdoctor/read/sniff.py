@@ -80,8 +80,12 @@ def non_text_ratio(head: bytes) -> float:
     if not head:
         return 0.0
     text = head.decode("utf-8", errors="replace")
-    bad = sum(1 for c in text if c == "\ufffd" or (ord(c) < 32 and c not in "\n\r\t\x1b"))
+    bad = sum(map(text.count, _NOT_TEXT))  # one count each, in C: every run sniffs its input
     return bad / max(len(text), 1)
+
+
+# the replacement character and the control characters a log does not carry (it does carry \n \r \t and ESC)
+_NOT_TEXT = ("\ufffd", *(chr(i) for i in range(32) if chr(i) not in "\n\r\t\x1b"))
 
 
 def binary_reason(head: bytes) -> str | None:

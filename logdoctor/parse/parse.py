@@ -69,6 +69,7 @@ _NCCL_INFO_AT = " NCCL INFO "
 NCCL_HEADS_MAX = 4096
 # host, pid, rank, rank label, location, library: what NCCL_LINE gives a head, or None when it takes none
 NcclHead = tuple[str, str, int, str, str, str] | None
+_UNSEEN: Any = object()  # a head not matched yet (None is a head that takes the whole path)
 
 
 def _nccl_head(head: str) -> NcclHead:
@@ -114,23 +115,19 @@ class EventParser:
         return [bound_event(e) for e in out]
 
     def nccl_chatter(self, ln: Line) -> Event | None:
-        """The event of a line of NCCL_DEBUG=INFO chatter (most lines of a launch that sets it), made without
-        feed's dispatch; None for any other line, which feed takes the whole way."""
+        """The event of a bare `host:pid:tid [rank] NCCL INFO …` line (NCCL_DEBUG=INFO prints thousands), made
+        directly: what split_prefix and _single make of it, without feed's dispatch. None for any other line,
+        and for one that path would treat otherwise (another level, a message the grammar takes, a watchdog, a
+        long text): feed takes those the whole way."""
         text = ln.text
-        if _NCCL_INFO_AT in text and self.blocks.block is None and text[:1] not in _OTHER_PREFIX_STARTS:
-            return self._nccl_info(ln, text)
-        return None
-
-    def _nccl_info(self, ln: Line, text: str) -> Event | None:
-        """A bare `host:pid:tid [rank] NCCL INFO …` line (NCCL_DEBUG=INFO prints thousands), made into its event
-        directly: what split_prefix and _single make of it, without their dispatch. None for any line that
-        path would treat otherwise (another level, a message the grammar takes, a watchdog, a long text)."""
-        cut = text.find(_NCCL_INFO_AT) + 1
+        at = text.find(_NCCL_INFO_AT)
+        if at < 0 or self.blocks.block is not None or text[:1] in _OTHER_PREFIX_STARTS:
+            return None
+        cut = at + 1
         head = text[:cut]
         heads = self._nccl_heads
-        if head in heads:
-            parts = heads[head]
-        else:
+        parts = heads.get(head, _UNSEEN)
+        if parts is _UNSEEN:
             if len(heads) >= NCCL_HEADS_MAX:
                 heads.clear()
             parts = heads[head] = _nccl_head(head)

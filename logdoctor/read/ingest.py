@@ -322,6 +322,9 @@ def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None,
     With `batch_sink`, periodic `Decode batch` / `Prefill batch` lines after the first sample are not
     yielded: they are handed to the sink in bulk (newline-joined bytes, envelope and all), which is how
     `summary` and `explain` keep up with multi-GB serving logs. Line numbers of the other lines stay exact.
+
+    The stream is sniffed and its first lines read when this is called, not at the first line asked for: the
+    iterator returned is the last stage itself (one generator step less a line than delegating to it).
     """
     head, stream = peek_head(stream, CR_SNIFF_BYTES)
     cr_ended = _cr_terminated(head)
@@ -362,7 +365,7 @@ def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None,
         lines = peel_lines(lines, env, _split_peeled, MAX_LINE_BYTES, TRUNCATION_MARK, bool(env.detected))
     if width:
         lines = _join_wrapped(lines, width)
-    yield from lines
+    return lines
 
 
 def _split_peeled(text: str) -> list[str]:
@@ -612,21 +615,27 @@ def read_lines(source: str | os.PathLike[str], batch_sink: BatchSink | None = No
                envelope: str | None = None) -> Iterator[Line]:
     """All clean lines of one source; InputError (naming it) if it cannot be opened or read.
 
-    `envelope` as in clean_lines (ValueError for an unknown layer name, before the source is opened)."""
-    if envelope is not None and envelope != "none" and envelope not in LAYER_NAMES:
-        raise ValueError(f"unknown envelope {envelope!r} (one of: none, {', '.join(LAYER_NAMES)})")
-    stream = open_source(source)
-    try:
-        yield from read_stream(stream, source, batch_sink, envelope)
-    finally:
-        if stream is not getattr(sys.stdin, "buffer", None):
-            stream.close()
+    `envelope` as in clean_lines (ValueError for an unknown layer name, before the source is opened).
+    Nothing is opened until the first line is asked for."""
+    return _read(source, None, batch_sink, envelope)
 
 
 def read_stream(stream: BinaryIO, source: str | os.PathLike[str], batch_sink: BatchSink | None = None,
                 envelope: str | None = None) -> Iterator[Line]:
     """Clean lines of an opened content stream (what read_lines does after open_source); errors name
     `source`. The caller closes the stream."""
+    return _read(source, stream, batch_sink, envelope)
+
+
+def _read(source: str | os.PathLike[str], stream: BinaryIO | None, batch_sink: BatchSink | None,
+          envelope: str | None) -> Iterator[Line]:
+    """read_lines (`stream` None: opened here, and closed) and read_stream, as one generator: each line passes
+    through one generator step here, not two."""
+    opened = stream is None
+    if stream is None:
+        if envelope is not None and envelope != "none" and envelope not in LAYER_NAMES:
+            raise ValueError(f"unknown envelope {envelope!r} (one of: none, {', '.join(LAYER_NAMES)})")
+        stream = open_source(source)
     produced = False
     try:
         lines = clean_lines(stream, batch_sink, envelope)
@@ -641,6 +650,9 @@ def read_stream(stream: BinaryIO, source: str | os.PathLike[str], batch_sink: Ba
             raise InputError(source, f"read failed: truncated compressed data ({e})") from None
     except OSError as e:  # an I/O error of the device under the file
         raise InputError(source, f"read failed ({e.strerror or e})") from None
+    finally:
+        if opened and stream is not getattr(sys.stdin, "buffer", None):
+            stream.close()
 
 
 def lines_from_text(text: str, envelope: str | None = None) -> Iterator[Line]:

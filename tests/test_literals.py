@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from logdoctor.diagnosis.literals import required_literals
+from logdoctor.diagnosis.literals import fold_case, required_literals
 from logdoctor.diagnosis.rules import builtin_rules, compile_regex
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ def test_prefilter_never_rejects_a_match() -> None:
         rx = compile_regex(pattern)
         for ln in lines:
             if rx.search(ln):
-                hay = ln.lower() if lits[0] else ln
+                hay = fold_case(ln) if lits[0] else ln
                 assert any(lit in hay for lit in lits[1]), (pattern, ln)
                 checked += 1
     assert checked > 100
@@ -47,7 +47,16 @@ def test_prefilter_never_rejects_a_match() -> None:
     ("abc|de", None),                 # a branch without a 4-character literal: no prefilter
     ("(a+)+$", None),
     ("x\\.y\\.zz", (False, ("x.y.zz",))),
-    ("(?s)anything", None),
+    ("(?s)anything", (False, ("anything",))),                # flags change no literal
+    ("(GatedRepoError|HFValidationError)$", (False, ("GatedRepoError", "HFValidationError"))),  # a group's
+    (r"(?m):\d+ in (load_model|weight_loader)$", (False, ("load_model", "weight_loader"))),  # the group, not " in "
+    ("undefined symbol: |(?i)DLL load failed", (True, ("undefined symbol: ", "dll load failed"))),  # inline flag
+    ("ab+cdef", (False, ("bcdef",))),                    # a repeated character ends one run and starts the next
+    ("(?i)(draft|MTP|eagle)", (True, ("draft", "mtp", "eagle"))),
+    ("(draft)?cuda graph|(x|yz)w", None),               # an optional group holds nothing; `yzw`/`xw` too short
+    (r"\x41bcdef", None),                                # an escape not read here: no prefilter
+    ("(?=abcd)abcd|(?<name>efgh)", None),                 # a lookaround: no prefilter
+    ("(?P<name>efgh)ijk|[[:alpha:]]lmnop", (False, ("efgh", "lmnop"))),  # the longer of two required parts
 ])
 def test_shapes(pattern: str, expected: object) -> None:
     assert required_literals(pattern) == expected
@@ -64,10 +73,42 @@ def test_repeat_counts_are_not_required_text(pattern: str, line: str) -> None:
     # the digits of `{m,n}` were taken for a literal the line must contain: such regexes never matched
     assert compile_regex(pattern).search(line)
     lits = required_literals(pattern)
-    assert lits is None or any(lit in (line.lower() if lits[0] else line) for lit in lits[1]), lits
+    assert lits is None or any(lit in (fold_case(line) if lits[0] else line) for lit in lits[1]), lits
 
 
 def test_a_bar_inside_a_class_with_an_escaped_bracket_does_not_split() -> None:
     # `[\]|]` is one class: the pattern has one branch, whose literals every match holds
     assert required_literals(r"abcdef[\]|]ghijkl") == (False, ("abcdef",))
     assert required_literals(r"abcdef[\]|]gh|ijklmn") == (False, ("abcdef", "ijklmn"))
+
+
+def _net_patterns() -> list[str]:
+    from logdoctor.diagnosis.net_data import load_net
+    return sorted({t.regex for t in load_net().terms if t.regex})
+
+
+def test_prefilter_never_rejects_a_match_of_any_shipped_pattern_on_any_fixture_line() -> None:
+    """Every rule and net regex, against every line of every fixture log (and each line upper- and
+    lower-cased, and with `s` written as the long s RE2 folds onto it): a line the regex matches holds one
+    of its literals."""
+    lines = {ln for p in sorted((ROOT / "fixtures").rglob("*.log"))
+             for ln in p.read_bytes().decode("utf-8", "replace").split("\n") if ln.strip()}
+    lines |= {v for ln in list(lines) for v in (ln.upper(), ln.lower(), ln.replace("s", "\u017f"))}
+    patterns = [p for p in sorted(set(_patterns()) | set(_net_patterns())) if required_literals(p) is not None]
+    assert len(patterns) > 150
+    checked = 0
+    for pattern in patterns:
+        ci, lits = required_literals(pattern)  # type: ignore[misc]
+        rx = compile_regex(pattern)
+        for ln in lines:
+            if rx.search(ln):
+                hay = fold_case(ln) if ci else ln
+                assert any(lit in hay for lit in lits), (pattern, ln)
+                checked += 1
+    assert checked > 1000
+
+
+def test_most_shipped_patterns_have_a_prefilter() -> None:
+    patterns = sorted(set(_patterns()) | set(_net_patterns()))
+    without = [p for p in patterns if required_literals(p) is None]
+    assert len(without) < len(patterns) // 10, without

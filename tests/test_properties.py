@@ -60,9 +60,11 @@ def test_line_numbers_are_in_range_and_ordered(parts: list[str]) -> None:
 @given(st.lists(st.text(alphabet=st.sampled_from("ΣσςΑαΟοΔδİIiı\u0301\u00adaA '.-\t") | st.characters(), max_size=12),
                 max_size=8))
 def test_texts_joined_by_newlines_lower_as_each_text_does(texts: list[str]) -> None:
-    # engine.EventIndex lowers a kind's texts once, joined: each must lower as it does alone (final sigma too)
+    # engine.EventIndex folds a kind's texts once, joined: each must fold as it does alone (final sigma too)
+    from logdoctor.diagnosis.literals import fold_case
     texts = [t.replace("\n", " ") for t in texts]
     assert "\n".join(texts).lower() == "\n".join(t.lower() for t in texts)
+    assert fold_case("\n".join(texts)) == "\n".join(fold_case(t) for t in texts)
 
 
 @settings(max_examples=300, deadline=None)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from logdoctor.diagnosis.condition import evaluate, positive_names
+from logdoctor.diagnosis.literals import fold_case
 from logdoctor.diagnosis.rules import LiteralNeed, Rule, Selection
 from logdoctor.diagnosis.templates import lookup, render  # noqa: F401  (diagnose fills templates via engine.render)
 from logdoctor.events import Event
@@ -196,9 +197,9 @@ class EventIndex:
                 texts = [value if type(value) is str else _text(value)
                          for value in self._values(kind, path) if value is not None]
                 hay = "\n".join(texts)
-                # lowered once, joined: the same text (a newline is neither cased nor case-ignorable, so even
+                # folded once, joined: the same text (a newline is neither cased nor case-ignorable, so even
                 # a final sigma lowers as it does at the end of its own text)
-                self._hay[hay_key] = hay = hay.lower() if ci else hay
+                self._hay[hay_key] = hay = fold_case(hay) if ci else hay
             hit = self._has[key] = any(lit in hay for lit in lits)
         return hit
 
@@ -292,7 +293,7 @@ def match_value(value: Any, m: Any) -> bool:
             lits = m.get("_lits")
             if lits is not None:
                 text = _text(value)
-                hay = text.lower() if lits[0] else text
+                hay = fold_case(text) if lits[0] else text
                 if not any(lit in hay for lit in lits[1]):
                     return False  # none of the literals every match contains: no need to run the regex
             rx = m.get("_rx")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from logdoctor.diagnosis.engine import Diagnosis, EventIndex, Evidence, position
+from logdoctor.diagnosis.literals import fold_case
 from logdoctor.diagnosis.net_data import CATEGORIES, NetData, Subsystem, Term
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.events import KINDS, Event
@@ -91,7 +92,7 @@ class CompiledNet:
         hits: list[tuple[Term, str]] = []
         seen: set[str] = set()
         for text in searchable(ev):
-            low = text.lower()
+            low = fold_case(text)
             found = [x for x in self._literals if x in low] \
                 if self._scan is not None and self._scan.search(low) is not None else []
             candidates: list[Term] = list(self._regex_always)

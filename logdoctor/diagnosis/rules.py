@@ -370,7 +370,7 @@ def _clip(msg: str, limit: int = 200) -> str:
 # rule sets
 
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: regex literals read through groups and inline flags (literals.py)
 
 
 def _cache_path(files: list[Path], what: str = "rules") -> Path | None:

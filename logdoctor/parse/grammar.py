@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, cast
-
 
 from logdoctor import regexes
 from logdoctor.regexes import split_top
@@ -204,7 +204,8 @@ def _prefilter() -> tuple[frozenset[str], AnchorPatterns]:
             patterns.append(pat.value)
     # sorted: a match of any of them is all the prefilter asks, and the parse table's order is not stable
     # across builds of the parser (the groups' texts are the keys of their recorded programs, logdoctor.regexes)
-    return frozenset(words), AnchorPatterns(sorted(patterns))
+    heads = frozenset(words)
+    return heads, AnchorPatterns(sorted(patterns), heads)
 
 
 class AnchorPatterns:
@@ -218,8 +219,9 @@ class AnchorPatterns:
     holding it: on the others such a pattern scans and backtracks for nothing (most of the cost of an NCCL
     INFO line's check)."""
 
-    def __init__(self, patterns: list[str]) -> None:
+    def __init__(self, patterns: list[str], heads: frozenset[str] = frozenset()) -> None:
         self.patterns = patterns
+        self.heads = heads  # the first three characters of the grammar's literal first words (may_parse)
         self.firsts = [_first_chars(p) for p in patterns]
         self.named = frozenset().union(*(f for f in self.firsts if f is not None))
         self.needs = [None if f is not None else required_literal(p) for p, f in zip(patterns, self.firsts)]
@@ -257,6 +259,10 @@ class AnchorPatterns:
             if need in body:
                 return self._match_holding(c, body)
         return rx is not None and rx.match(body) is not None
+
+    def may_parse(self, body: str) -> bool:
+        """What grammar.may_parse answers, in one call: the body starts with one of `heads`, or match."""
+        return body[:3] in self.heads or self.match(body)
 
     def _match_holding(self, c: str, body: str) -> bool:
         """match, for a body holding some of its group's needs."""
@@ -421,8 +427,12 @@ from logdoctor.parse.finishers import nccl_watchdog_fields  # noqa: E402,F401  (
 def may_parse(body: str) -> bool:
     """False for a body the grammar cannot take (parse_message would return None): it starts with none of
     the words and anchor patterns the grammar's start state accepts. True says only that it may."""
-    heads, anchors = _prefilter()
-    return body[:3] in heads or anchors.match(body)
+    return _prefilter()[1].may_parse(body)
+
+
+def may_parse_check() -> Callable[[str], bool]:
+    """may_parse itself, for a caller asking it of every line (the grammar's prefilter is built once)."""
+    return _prefilter()[1].may_parse
 
 
 def parse_message(body: str) -> tuple[str, Fields] | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from logdoctor import regexes
@@ -24,7 +24,7 @@ from logdoctor.parse.blocks import EXC_LINE, FRAME_LINE, BlockAssembler
 from logdoctor.parse.errortext import cuda_error_fields, oom_fields
 from logdoctor.parse.grammar import (
     extract_pairs,
-    may_parse,
+    may_parse_check,
     nccl_watchdog_fields,
     parse_batch,
     parse_message,
@@ -93,6 +93,7 @@ class EventParser:
         self.last_dead: Event | None = None
         self.last_dead_line = 0             # its line as read (the event itself may be renumbered once out)
         self._nccl_heads: dict[str, NcclHead] = {}
+        self._may_parse: Callable[[str], bool] | None = None  # the grammar's prefilter, once a body needs it
 
     def feed(self, ln: Line) -> list[Event]:
         ev = self.nccl_chatter(ln)
@@ -137,8 +138,12 @@ class EventParser:
         body = text[cut + len(_NCCL_INFO):]
         if "\n" in body:  # NCCL_LINE's message (`.*`) stops there
             body = body[:body.index("\n")]
-        if (len(body) > MAX_TEXT_CHARS or "Watchdog caught" in body
-                or (may_parse(body) and parse_message(body) is not None)):
+        if len(body) > MAX_TEXT_CHARS or "Watchdog caught" in body:
+            return None
+        may_parse = self._may_parse
+        if may_parse is None:
+            may_parse = self._may_parse = may_parse_check()
+        if may_parse(body) and parse_message(body) is not None:
             return None
         fields = {"level": "INFO", "message": body, "host": host, "pid": pid, "location": loc, "library": lib}
         attrs = ln.attrs

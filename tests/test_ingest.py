@@ -5,6 +5,8 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logdoctor.read.ingest import (
     MAX_LINE_BYTES,
@@ -80,3 +82,30 @@ def test_unreadable_inputs_raise_input_error(tmp_path: Path) -> None:
     bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
     with pytest.raises(InputError, match="read failed"):
         list(read_lines(bad))
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.lists(st.sampled_from([b"plain line", b"", b"a\rb", b"\x1b[31mred\x1b[0m", b"nul\x00x", b"\xff\xfe bad",
+                                 "é✓ ünïcode".encode(), b"x" * 300, b"\xe2\x82", b"  indented"]), max_size=60),
+       st.booleans(), st.sampled_from([16, 64, 1024, 8192]), st.integers(1, 40), st.sampled_from([50, 400, 10_000]))
+def test_a_regular_files_sample_read_a_buffer_at_a_time_is_the_line_by_line_sample(
+        lines: list[bytes], newline_at_end: bool, buffering: int, max_lines: int, max_bytes: int) -> None:
+    """_take_sample reads a regular file's complete buffered lines together: the same lines, kept bytes and
+    `more` as reading it line by line, and the stream left at the same place (small buffers split lines)."""
+    import tempfile
+
+    from logdoctor.read import ingest
+    data = b"\n".join(lines) + (b"\n" if newline_at_end and lines else b"")
+    with tempfile.NamedTemporaryFile() as tmp, pytest.MonkeyPatch.context() as mp:
+        tmp.write(data)
+        tmp.flush()
+        mp.setattr(ingest, "WRAP_SAMPLE_LINES", max_lines)
+        mp.setattr(ingest, "WRAP_SAMPLE_BYTES", max_bytes)
+        with open(tmp.name, "rb", buffering=buffering) as a, open(tmp.name, "rb") as b:
+            assert ingest._peekable(a) and ingest._peekable(b)
+            by_buffer = ingest._take_sample(ingest._raw_lines(a), a)
+            by_line = ingest._take_sample(ingest._raw_lines(b))  # no stream: one line at a time
+            assert [(ln.number, ln.text, ln.truncated) for ln in by_buffer[0]] == \
+                [(ln.number, ln.text, ln.truncated) for ln in by_line[0]]
+            assert by_buffer[1:] == by_line[1:]
+            assert a.read() == b.read()

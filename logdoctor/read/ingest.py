@@ -288,17 +288,37 @@ BatchSink = Callable[[bytes, int], None]  # (newline-joined periodic lines, numb
 BULK_CHUNK = 4 << 20
 
 
-def _take_sample(raws: Iterator[tuple[bytes, bool]]) -> tuple[list[Line], list[tuple[bytes, bool]], bool]:
+def _take_sample(raws: Iterator[tuple[bytes, bool]],
+                 stream: BinaryIO | None = None) -> tuple[list[Line], list[tuple[bytes, bool]], bool]:
     """The first lines, bounded by count and bytes, ending on a physical line, their raw bytes (kept
     in case the stream must be read backwards), and True if more may follow.
 
     Bounded by bytes too: 2,000 lines of 1 MiB of emoji would otherwise be 8 GB of str held at once.
+
+    `raws` are `stream`'s physical lines (_raw_lines). A regular file's stream is read a buffer at a time
+    instead: the complete lines its buffer holds are taken together (_sample_block) and read past, and a
+    line the buffer does not hold whole is read through `raws`. Either way the stream is left just after
+    the last line taken, and the lines are the ones `raws` alone would give.
     """
     sample: list[Line] = []
     kept: list[tuple[bytes, bool]] = []
     size = 0
     number = 0
-    for raw, truncated in raws:
+    peek = stream.peek if _peekable(stream) else None  # type: ignore[union-attr]
+    while True:
+        if peek is not None:
+            buf = peek(_READ_BUFFER)
+            cut = buf.rfind(b"\n")
+            if cut >= 0:
+                taken, number, size = _sample_block(buf[:cut], number, size, sample, kept)
+                stream.read(taken)  # type: ignore[union-attr]
+                if len(sample) >= WRAP_SAMPLE_LINES or size >= WRAP_SAMPLE_BYTES:
+                    return sample, kept, True
+                continue
+        item = next(raws, None)
+        if item is None:
+            return sample, kept, False
+        raw, truncated = item
         number += 1
         kept.append((raw, truncated))
         text = raw.decode("utf-8", "replace")
@@ -309,7 +329,44 @@ def _take_sample(raws: Iterator[tuple[bytes, bool]]) -> tuple[list[Line], list[t
         size += len(raw)
         if len(sample) >= WRAP_SAMPLE_LINES or size >= WRAP_SAMPLE_BYTES:
             return sample, kept, True
-    return sample, kept, False
+
+
+def _peekable(stream: BinaryIO | None) -> bool:
+    """A buffered regular file: its buffer can be looked at before it is read, and reading it never ends
+    in EOFError (as a compressed stream still being written does, which _raw_lines must see first)."""
+    return type(stream) is io.BufferedReader and type(stream.raw) is io.FileIO
+
+
+def _sample_block(block: bytes, number: int, size: int, sample: list[Line],
+                  kept: list[tuple[bytes, bool]]) -> tuple[int, int, int]:
+    """_take_sample's lines from `block` (complete lines, newline-joined), as its one-line loop takes them:
+    up to the limits. Returns the bytes taken (newlines included), the last line's number and the size."""
+    raws = block.split(b"\n")
+    room = WRAP_SAMPLE_LINES - len(sample)
+    clean = (block.find(b"\r") < 0 and block.find(b"\x1b") < 0 and block.find(b"\x00") < 0
+             and size + len(block) < WRAP_SAMPLE_BYTES)
+    if clean:  # one Line a physical line, and no byte limit within reach: taken together
+        take = raws[:room]
+        # a newline always ends an invalid sequence, so each line's text is what decoding it alone gives
+        texts = block.decode("utf-8", "replace").split("\n", len(take))[:len(take)]
+        sample.extend(map(Line, range(number + 1, number + 1 + len(take)), texts))
+        kept.extend(zip(take, itertools.repeat(False)))
+        taken = sum(map(len, take))
+        return taken + len(take), number + len(take), size + taken
+    taken = 0
+    for raw in raws:
+        number += 1
+        kept.append((raw, False))
+        text = raw.decode("utf-8", "replace")
+        if "\r" in text or "\x1b" in text or "\x00" in text:
+            sample.extend(_lines_of(number, text, False))
+        else:
+            sample.append(Line(number, text))
+        size += len(raw)
+        taken += len(raw) + 1
+        if len(sample) >= WRAP_SAMPLE_LINES or size >= WRAP_SAMPLE_BYTES:
+            break
+    return taken, number, size
 
 
 def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None,
@@ -332,7 +389,7 @@ def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None,
     if cr_ended:
         stream = io.BufferedReader(_CrToLf(stream), _READ_BUFFER)
     raws = _raw_lines(stream)
-    sample, kept, more = _take_sample(raws)
+    sample, kept, more = _take_sample(raws, stream)
     env = detect_envelope((ln.text for ln in sample), envelope)
     width = _wrap_width_of(sample, env)
     # an enveloped stream splits its bare CRs after peeling: a CRI record cut inside a tqdm redraw is

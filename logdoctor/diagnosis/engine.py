@@ -130,7 +130,10 @@ class EventIndex:
                 if k in FIRST_BATCHES_OF and len(first_batches) < FIRST_BATCHES_KEPT:
                     first_batches.append((ev, stage))  # a warm-up that never finished shows only these
                 continue
-            if _is_chatty(ev):
+            # chatty: unrecognised lines, NCCL INFO, torch info / warning lines (tested inline: a log can hold
+            # millions)
+            if k == "unparsed" or ((level := ev.fields.get("level")) == "INFO" and k == "nccl_log") or \
+                    (k == "torch_log" and level in ("I", "W", None)):
                 if len(ev.text) > MAX_TEXT:
                     ev.text = ev.text[:MAX_TEXT]
                 (chatty_head if len(chatty_head) < CHATTY_KEPT else chatty_tail).append((ev, stage))
@@ -228,14 +231,6 @@ class EventIndex:
 def _weight(ev: Event) -> int:
     """Roughly what an event holds: its text, its string fields, and the objects around them."""
     return 256 + len(ev.text) + sum(len(v) for v in ev.fields.values() if isinstance(v, str))
-
-
-def _is_chatty(ev: Event) -> bool:
-    k = ev.kind
-    if k == "unparsed":
-        return True
-    level = ev.fields.get("level")
-    return (k == "nccl_log" and level == "INFO") or (k == "torch_log" and level in ("I", "W", None))
 
 
 def position(ev: Event) -> int:

@@ -209,11 +209,27 @@ def test_a_stale_or_damaged_rule_build_is_not_used(tmp_path: Path, monkeypatch: 
     for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
         cached.cache_clear()
     assert rules_built.shipped_net() is None
-    (copy / rules_built.BUILT_RULES).write_text("{not json")
-    rules_built._shipped_rules.cache_clear()
-    assert rules_built.shipped_rules() is None
     for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
         cached.cache_clear()
+
+
+def test_a_damaged_rule_build_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Current by digest but not what the build writes: the rule files are read instead."""
+    from logdoctor.diagnosis import rules_shipped
+    copy = tmp_path / "rules"
+    shutil.copytree(builtin_rules_dir(), copy)
+    monkeypatch.setattr(rules_built, "builtin_rules_dir", lambda: copy)
+    try:
+        for damaged in ([{"id": "X"}], "not a list", None):
+            monkeypatch.setattr(rules_shipped, "RULES", damaged)
+            rules_built._shipped_rules.cache_clear()
+            assert rules_built.shipped_rules() is None
+        (copy / rules_built.BUILT_NET).write_text("{not json")
+        rules_built._shipped_net.cache_clear()
+        assert rules_built.shipped_net() is None
+    finally:
+        for cached in (rules_built._shipped_rules, rules_built._shipped_net, rules_built._digest_of):
+            cached.cache_clear()
 
 
 def test_private_dir_refuses_a_directory_owned_by_someone_else(tmp_path: Path,

@@ -1,10 +1,11 @@
-"""Build the built-in rules and broad net and write them beside the rule files as JSON.
+"""Build the built-in rules and broad net: the rules as a module of data, the net as JSON beside its files.
 
     python tools/build_rules.py          # after editing anything under rules/
     python tools/build_rules.py --check  # exit 1 if the shipped build is stale (tests run this too)
 
-logdoctor loads `rules/built-rules.json` and `rules/built-net.json` instead of reading and building ~140 YAML files on every run (see
-logdoctor/diagnosis/rules_built.py); when it is stale, runs fall back to the files, only slower.
+logdoctor loads `logdoctor/diagnosis/rules_shipped.py` and `rules/built-net.json` instead of reading and building
+~140 YAML files on every run (see logdoctor/diagnosis/rules_built.py); when they are stale, runs fall back to the
+files, only slower.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from logdoctor.diagnosis.rules_built import build  # noqa: E402
 from generated import write_or_check  # noqa: E402  (a sibling: this folder is on the path)
 
 RULES = ROOT / "rules"
+MODULES = ROOT / "logdoctor" / "diagnosis"
 
 
 def main() -> int:
@@ -26,7 +28,8 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="only check that the shipped build is current")
     args = ap.parse_args()
     texts = build(RULES)
-    return write_or_check({RULES / name: text for name, text in texts.items()}, args.check, "build_rules.py")
+    return write_or_check({(MODULES if name.endswith(".py") else RULES) / name: text for name, text in texts.items()},
+                          args.check, "build_rules.py")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,13 +1,15 @@
-"""The built-in rules and broad net, built ahead of time and shipped as JSON beside the rule files.
+"""The built-in rules and broad net, built ahead of time and shipped beside the code.
 
 Building the built-ins from their YAML costs every run tens of milliseconds even from the private cache
 (conditions parsed, regex literals worked out, 140 files' data decoded), and a few hundred on the first run
-after install (YAML and schema checks). `tools/build_rules.py` writes `rules/built-rules.json` and
-`rules/built-net.json`: every built Rule and the built-in net as plain data, so a run only turns lists
-back into objects. Each is used only when its digest matches the files it was built from — the schema and
-every built-in rule file, or every net file, by content — and this module's format; otherwise (a rule being
-edited) the files are read as before. Like the grammar's parse table they are JSON, so nothing loaded from
-them can run code; regexes are compiled with RE2 when first used, as for built-in rules read from the cache.
+after install (YAML and schema checks). `tools/build_rules.py` writes every built Rule as plain data into
+`logdoctor/diagnosis/rules_shipped.py` (a module of literals: loaded from its compiled form, about twice as
+fast as decoding the same data as JSON, and the rules are read by every run) and the built-in net into
+`rules/built-net.json` (read only by the runs that need the net), so a run only turns lists back into objects.
+Each is used only when its digest matches the files it was built from — the schema and every built-in rule
+file, or every net file, by content — and this module's format; otherwise (a rule being edited) the files
+are read as before. Both hold only data: nothing loaded from them runs code; regexes are compiled with RE2
+when first used, as for built-in rules read from the cache.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from logdoctor.diagnosis.rules import Rule, Selection, _base_dir, regex_budget
 from logdoctor.resources import builtin_rules_dir
 
 BUILT_FORMAT = 1
-BUILT_RULES = "built-rules.json"
-BUILT_NET = "built-net.json"   # apart: most logs are named by a rule and never need the net
+BUILT_RULES = "rules_shipped.py"  # a module of logdoctor.diagnosis (the rules' build is read by every run)
+BUILT_NET = "built-net.json"   # beside the rule files, apart: most logs are named by a rule and never need the net
 
 
 def source_files(rules_dir: Path, name: str) -> list[Path]:
@@ -128,7 +130,7 @@ def _net_data(net: NetData, net_dir: Path) -> dict[str, Any]:
 
 
 def build(rules_dir: Path) -> dict[str, str]:
-    """The JSON texts of the built-in rule set and net read from `rules_dir`, by file name
+    """The texts of the built-in rule set's module and the net's JSON read from `rules_dir`, by file name
     (tools/build_rules.py)."""
     from logdoctor.diagnosis.net_data import check_net_dir
     from logdoctor.diagnosis.rules import check_dir
@@ -136,11 +138,18 @@ def build(rules_dir: Path) -> dict[str, str]:
     net, net_problems = check_net_dir(rules_dir / "net")
     if problems or net_problems:
         raise (problems + net_problems)[0]
-    docs = {BUILT_RULES: {"format": BUILT_FORMAT, "digest": digest(rules_dir, BUILT_RULES),
-                          "rules": [_rule_data(r, rules_dir) for r in rules]},
-            BUILT_NET: {"format": BUILT_FORMAT, "digest": digest(rules_dir, BUILT_NET),
-                        "net": _net_data(net, rules_dir / "net")}}
-    return {name: json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n" for name, doc in docs.items()}
+    net_doc = {"format": BUILT_FORMAT, "digest": digest(rules_dir, BUILT_NET), "net": _net_data(net, rules_dir / "net")}
+    return {BUILT_RULES: _rules_module(digest(rules_dir, BUILT_RULES), [_rule_data(r, rules_dir) for r in rules]),
+            BUILT_NET: json.dumps(net_doc, ensure_ascii=False, separators=(",", ":")) + "\n"}
+
+
+def _rules_module(digest_text: str, rules: list[dict[str, Any]]) -> str:
+    """The module of the built rules: a literal per rule (repr of JSON-like data is Python source)."""
+    return ('"""The built-in rules, built from rules/ (the schema and every rule file) by tools/build_rules.py.\n\n'
+            "Generated: do not edit; run the tool after changing anything under rules/. Plain data, used only while\n"
+            'DIGEST matches the rule files (logdoctor/diagnosis/rules_built.py).\n"""\n\n'
+            f"FORMAT = {BUILT_FORMAT!r}\nDIGEST = {digest_text!r}\nRULES = [\n"
+            + "".join(f"    {r!r},\n" for r in rules) + "]\n")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,7 +243,10 @@ def _digest_of(rules_dir: Path, name: str) -> str:
 def _shipped_rules() -> tuple[Rule, ...] | None:
     rules_dir = builtin_rules_dir()
     try:
-        return _rules(_read(BUILT_RULES, rules_dir, "rules"), rules_dir)
+        from logdoctor.diagnosis import rules_shipped as shipped
+        if shipped.FORMAT != BUILT_FORMAT or shipped.DIGEST != _digest_of(rules_dir, BUILT_RULES):
+            return None
+        return _rules(shipped.RULES, rules_dir)
     except Exception:  # missing, stale or damaged: the rule files are read instead, which says what is wrong
         return None
 

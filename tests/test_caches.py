@@ -374,3 +374,28 @@ def test_a_rule_is_the_same_whether_the_rule_cache_had_it_or_not(tmp_path: Path,
     assert not problems and [_without_compiled_regexes(r) for r in old_shape] == \
         [_without_compiled_regexes(r) for r in cold]
     assert all("cost" in e for e in json.loads(cache.read_text())["entries"].values())
+
+
+def test_the_generated_memo_objects_are_what_lark_deserializes() -> None:
+    """The generated parser makes MEMO's objects with straight-line code (`_built_memo`): the same classes,
+    fields and values, and the same sharing (none), as lark's Serialize.deserialize makes of MEMO."""
+    from logdoctor.parse import sglang_parser as runtime
+
+    def shape(obj: object, seen: set[int]) -> object:
+        if isinstance(obj, (str, int, float, bool, type(None), tuple)):
+            return obj
+        assert id(obj) not in seen, "an object shared between two places"
+        seen.add(id(obj))
+        if isinstance(obj, list):
+            return [shape(v, seen) for v in obj]
+        if isinstance(obj, dict):
+            return {k: shape(v, seen) for k, v in obj.items()}
+        fields = type(obj).__serialize_fields__  # type: ignore[attr-defined]
+        extra = ("_hash",) if isinstance(obj, runtime.Rule) else ()
+        return (type(obj).__name__, {f: shape(getattr(obj, f), seen) for f in (*fields, *extra)})
+
+    namespace = {"Rule": runtime.Rule, "TerminalDef": runtime.TerminalDef}
+    made = runtime._built_memo()
+    lark_made = runtime.SerializeMemoizer.deserialize(runtime.MEMO, namespace, {})
+    assert len(made) == len(lark_made) > 300
+    assert shape(made, set()) == shape(lark_made, set())

@@ -183,6 +183,58 @@ LAZY_LEXERS_CLASSES = (
 )
 
 
+# Lark builds the parser's memo (~1,300 rule, symbol and terminal objects) from MEMO through
+# Serialize.deserialize, a few calls and a setattr per field of each: ~2.5 ms a run. The generated module also
+# carries a function that makes the same objects with straight-line code (the same classes, fields in the same
+# order, `_deserialize` called where lark calls it), written from MEMO itself; `_load` uses it for MEMO.
+BUILT_MEMO_LOAD = (
+    "        memo = SerializeMemoizer.deserialize(memo_json, {'Rule': Rule, 'TerminalDef': TerminalDef}, {})\n",
+    "        memo = (_built_memo() if memo_json is MEMO  # logdoctor: MEMO's objects made by straight-line code\n"
+    "                else SerializeMemoizer.deserialize(memo_json, {'Rule': Rule, 'TerminalDef': TerminalDef}, {}))\n",
+)
+
+
+def built_memo_code(memo: dict[int, object]) -> str:
+    """`_built_memo()`: the objects Serialize.deserialize makes of `memo` (MEMO), as straight-line code."""
+    import lark.grammar
+    import lark.lexer
+    classes = {c.__name__: c for c in (lark.grammar.Rule, lark.grammar.RuleOptions, lark.grammar.Terminal,
+                                       lark.grammar.NonTerminal, lark.lexer.TerminalDef, lark.lexer.PatternStr,
+                                       lark.lexer.PatternRE)}
+    body: list[str] = []
+    count = 0
+
+    def expr(value: object) -> str:
+        nonlocal count
+        if isinstance(value, dict):
+            name = value.get("__type__")
+            if name is None:
+                if "@" in value:
+                    raise SystemExit("tools/build_parser.py: a memo entry refers to another")
+                return "{" + ", ".join(f"{k!r}: {expr(v)}" for k, v in value.items()) + "}"
+            cls = classes.get(str(name))
+            if cls is None or cls.__new__ is not object.__new__ or hasattr(cls, "__getattr__"):
+                raise SystemExit(f"tools/build_parser.py: no straight-line code for {name!r} objects")
+            var = f"o{count}"
+            count += 1
+            body.append(f"    {var} = {name}.__new__({name})")
+            for f in cls.__serialize_fields__:
+                body.append(f"    {var}.{f} = {expr(value[f])}")
+            if hasattr(cls, "_deserialize"):
+                body.append(f"    {var}._deserialize()")
+            return var
+        if isinstance(value, list):
+            return "[" + ", ".join(expr(v) for v in value) + "]"
+        if isinstance(value, (str, int, float, bool, type(None))) or (isinstance(value, tuple) and all(
+                isinstance(v, (str, int, float, bool, type(None))) for v in value)):
+            return repr(value)  # lark passes these (a tuple included) through as they are
+        raise SystemExit(f"tools/build_parser.py: no straight-line code for {type(value).__name__} values")
+
+    entries = [f"{k!r}: {expr(v)}" for k, v in memo.items()]
+    return ("\n\ndef _built_memo() -> Dict[int, Any]:  # logdoctor: what Serialize.deserialize makes of MEMO\n"
+            + "\n".join(body) + "\n    return {" + ", ".join(entries) + "}\n")
+
+
 def unless_matches(parser: object) -> tuple[int, list[tuple[str, str]]]:
     """The (regex terminal, string terminal) pairs `_create_unless` folds together, and the flags they hold for."""
     conf = parser.lexer_conf  # type: ignore[attr-defined]
@@ -201,6 +253,13 @@ def unless_matches(parser: object) -> tuple[int, list[tuple[str, str]]]:
     return flags, sorted(pairs)
 
 
+def _literal_after(text: str, start: str) -> dict[int, object]:
+    """The literal `start` opens in lark's standalone output (MEMO), read back exactly as the module holds it."""
+    import ast
+    at = text.index("\n" + start) + 1 + len(start)
+    return ast.literal_eval(text[at:text.index("\n)\n", at)])
+
+
 def identity(grammar: bytes) -> dict[str, object]:
     import lark
     return {"PARSER_FORMAT": PARSER_FORMAT, "GRAMMAR_DIGEST": grammar_digest(grammar), "LARK_VERSION": lark.__version__}
@@ -214,10 +273,11 @@ def generate(grammar: bytes) -> str:
     text = out.getvalue().replace("import pickle, zlib, base64\n", "", 1)  # only its compressed form needs them
     for old, new in (*QUIET_LOGGER, UNLESS_CHECK, FAST_DESERIALIZE, FAST_DESERIALIZE_FIELDS, FAST_DESERIALIZE_AFTER,
                      FAST_DESERIALIZE_CACHE,
-                     NO_REGEX_MODULE, CATEGORY_PATTERN, LAZY_LEXERS, LAZY_LEXERS_CLASSES):
+                     NO_REGEX_MODULE, CATEGORY_PATTERN, LAZY_LEXERS, LAZY_LEXERS_CLASSES, BUILT_MEMO_LOAD):
         if old not in text:
             raise SystemExit(f"tools/build_parser.py: lark's standalone output changed: {old!r} not found")
         text = text.replace(old, new, 1)
+    text += built_memo_code(_literal_after(text, "MEMO = ("))
     flags, pairs = unless_matches(parser)
     tail = (f"UNLESS_FLAGS = {flags!r}\nUNLESS_MATCHES = frozenset({{\n"
             + "".join(f"    {p!r},\n" for p in pairs) + "})\n")

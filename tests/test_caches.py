@@ -86,6 +86,19 @@ def test_explain_never_imports_lark() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_a_failure_a_rule_names_loads_neither_the_net_nor_the_selectors() -> None:
+    # the broad net's modules only where the rules left the cause open, the selection's only with a selector
+    code = ("import sys; from logdoctor.cli.main import _run; sys.argv = ['logdoctor', 'explain', %r]\n"
+            "assert _run() == 1\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith('logdoctor.diagnosis.'))\n"
+            "assert not {'logdoctor.diagnosis.net', 'logdoctor.diagnosis.net_data', 'logdoctor.diagnosis.selection'}"
+            " & set(loaded), loaded\n"
+            "sys.argv = ['logdoctor', 'explain', '--ignore', 'NET', %r]\n"
+            "assert _run() == 1 and 'logdoctor.diagnosis.selection' in sys.modules" % (str(EXAMPLE), str(EXAMPLE)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_stale_generated_parser_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     from logdoctor.parse import sglang_parser
     monkeypatch.setattr(sglang_parser, "GRAMMAR_DIGEST", "0-0")

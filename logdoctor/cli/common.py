@@ -79,7 +79,7 @@ def selection_options(f: Any) -> Any:
 def _selected(rules: Any) -> Any:
     ctx = click.get_current_context(silent=True)
     chosen = ctx.meta.get(SELECTION) if ctx is not None else None
-    if not chosen:
+    if not chosen or not any(chosen.values()):  # no selector given: every rule (as selection.select_rules)
         return rules
     from logdoctor.diagnosis.selection import SelectionError, select_rules, selectors_of
     try:

@@ -233,6 +233,23 @@ def _weight(ev: Event) -> int:
     return 256 + len(ev.text) + sum(len(v) for v in ev.fields.values() if isinstance(v, str))
 
 
+WRAPPER_PRIORITY = 10          # rules at or below this priority wrap another error (rules/README: wrappers 10)
+
+
+def is_wrapper(verdict: str, primary: Diagnosis | None) -> bool:
+    """A failure whose primary rule wraps another error (SGLang's "Capture cuda graph failed: <inner>", a child
+    that died): it names where the launch failed, not why."""
+    return (verdict == "failed" and primary is not None and primary.category != "unknown"
+            and primary.rule.priority <= WRAPPER_PRIORITY and not primary.rule.inferred)
+
+
+def rules_named_it(verdict: str, primary: Diagnosis | None) -> bool:
+    """Whether the rules settled the ranking: the log is healthy, or a rule other than a wrapper names the
+    failure. Otherwise the broad net may have its say (net.refine)."""
+    return verdict == "healthy" or (verdict == "failed" and primary is not None and primary.category != "unknown"
+                                    and not is_wrapper(verdict, primary))
+
+
 def position(ev: Event) -> int:
     """The line where an event's decisive text is: a traceback's final exception, else its first line."""
     return int(ev.fields.get("exception_line") or ev.line)

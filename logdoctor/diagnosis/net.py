@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from logdoctor.diagnosis.engine import Diagnosis, EventIndex, Evidence, position
+from logdoctor.diagnosis.engine import Diagnosis, EventIndex, Evidence, is_wrapper, position, rules_named_it
 from logdoctor.diagnosis.literals import fold_case
 from logdoctor.diagnosis.net_data import CATEGORIES, NetData, Subsystem, Term
 from logdoctor.diagnosis.rules import Rule
@@ -27,7 +27,6 @@ TAIL_EVENTS = 120              # the events at the end of a log the net looks at
 LAST_LINE_EVENTS = 6           # an error-looking line counts only among the very last events
 MAX_SEARCH_CHARS = 4_000       # of one event's searchable text
 MIN_WEIGHT_OVER_CATCHALL = 25  # a clue must weigh this much to replace a rule's "cause not in the log"
-WRAPPER_PRIORITY = 10          # rules at or below this priority wrap another error (rules/README: wrappers 10)
 MIN_WEIGHT_OVER_WRAPPER = 70   # and only a strong clue names the wrapped error instead
 NET_RULE_IDS = {c: f"NET{i:03d}" for i, c in enumerate(CATEGORIES, 1)}
 _ERROR_KINDS = frozenset({"traceback", "cuda_error", "native_error", "fatal_signal", "killed", "cudart_error",
@@ -394,12 +393,9 @@ def refine(verdict: str, primary: Diagnosis | None, ordered: list[Diagnosis], in
     """The ranking, with the net's diagnosis as primary where the rules left the cause unnamed.
 
     `net_of` gives the net: most failures are named by a rule, and those never load it."""
-    if verdict == "healthy":
+    if rules_named_it(verdict, primary):
         return verdict, primary, ordered
-    wrapper = verdict == "failed" and primary is not None and primary.category != "unknown" \
-        and primary.rule.priority <= WRAPPER_PRIORITY and not primary.rule.inferred
-    if verdict == "failed" and primary is not None and primary.category != "unknown" and not wrapper:
-        return verdict, primary, ordered
+    wrapper = is_wrapper(verdict, primary)
     net = net_of()
     ready = run.stages["ready"].first_line if "ready" in run.stages else 0
     harmless = frozenset(e.line for d in ordered if not d.rule.fatal and not d.rule.stall for e in d.evidence)

@@ -9,11 +9,9 @@ only when no rule names a cause. Verdicts: `failed`, `healthy` (reached ready, n
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from logdoctor.diagnosis.engine import Diagnosis, EventIndex, evaluate_all, render
-from logdoctor.diagnosis.net import refine
-from logdoctor.diagnosis.net_data import NetData, load_net
+from logdoctor.diagnosis.engine import Diagnosis, EventIndex, evaluate_all, render, rules_named_it
 from logdoctor.diagnosis.rules import Rule
 from logdoctor.events import Event
 from logdoctor.read.citations import Citations
@@ -21,6 +19,9 @@ from logdoctor.records import dataclass, field
 from logdoctor.run.fold import Folding, RunBuilder, fold_source
 from logdoctor.run.memory import analyse, template_values
 from logdoctor.run.model import Run, cite_run
+
+if TYPE_CHECKING:
+    from logdoctor.diagnosis.net_data import NetData
 
 SCHEMA = "logdoctor.diagnosis/1"
 SERVING_MARGIN = 10  # lines of other ranks' output that may still interleave after a fatal error
@@ -159,8 +160,11 @@ def diagnose(events: Iterable[Event], rules: list[Rule], source: str = "",
     mem_dict = mem.to_dict()  # one copy, shared by the report and its memory diagnoses
     diags = evaluate_all(rules, index, run, mem_values)
     verdict, primary, ordered = rank_diagnoses(diags, run)
-    verdict, primary, ordered = refine(verdict, primary, ordered, index, run,
-                                       lambda: net if net is not None else getattr(rules, "net", None) or load_net())
+    if not rules_named_it(verdict, primary):  # the net (and its modules) only where the rules left the cause open
+        from logdoctor.diagnosis.net import refine
+        from logdoctor.diagnosis.net_data import load_net
+        verdict, primary, ordered = refine(verdict, primary, ordered, index, run,
+                                           lambda: net if net is not None else getattr(rules, "net", None) or load_net())
     if primary is None and verdict != "healthy":
         primary = budget_lead(ordered)
         if primary is not None:

@@ -18,14 +18,16 @@ import os
 import zlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logdoctor.diagnosis.condition import BoolOp, Name, Node, Not, Quant
-from logdoctor.diagnosis.net_data import NetData, Subsystem, Term
 from logdoctor.diagnosis.rule_cost import Cost
 from logdoctor.diagnosis.rule_files import find_rule_files
 from logdoctor.diagnosis.rules import Rule, Selection, _base_dir, regex_budget
 from logdoctor.resources import builtin_rules_dir
+
+if TYPE_CHECKING:  # the net's classes: imported by the runs that load the net
+    from logdoctor.diagnosis.net_data import NetData
 
 BUILT_FORMAT = 1
 BUILT_RULES = "rules_shipped.py"  # a module of logdoctor.diagnosis (the rules' build is read by every run)
@@ -210,6 +212,7 @@ def _rules(docs: list[dict[str, Any]], rules_dir: Path) -> tuple[Rule, ...]:
 
 
 def _net(d: dict[str, Any], net_dir: Path) -> NetData:
+    from logdoctor.diagnosis.net_data import NetData, Subsystem, Term
     paths: dict[str, str] = {}  # a few files hold all the terms
 
     def path(rel: str) -> str:
@@ -270,5 +273,6 @@ def shipped_net() -> NetData | None:
     net = _shipped_net()
     if net is None:
         return None
+    from logdoctor.diagnosis.net_data import NetData
     return NetData(list(net.terms), list(net.subsystems), dict(net.headlines), dict(net.remedies),
                    {k: list(v) for k, v in net.read.items()}, dict(net.stalls))

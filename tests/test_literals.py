@@ -112,3 +112,13 @@ def test_most_shipped_patterns_have_a_prefilter() -> None:
     patterns = sorted(set(_patterns()) | set(_net_patterns()))
     without = [p for p in patterns if required_literals(p) is None]
     assert len(without) < len(patterns) // 10, without
+
+
+def test_deeply_nested_groups_get_no_prefilter_and_no_recursion_error() -> None:
+    # RE2 takes ~1,000 levels of nesting; the reader stops at MAX_DEPTH instead of recursing that deep
+    from logdoctor.diagnosis.literals import MAX_DEPTH
+    deep = "(" * 900 + "abcdef" + ")" * 900
+    assert compile_regex(deep).search("xx abcdef")
+    assert required_literals(deep) is None
+    shallow = "(" * MAX_DEPTH + "abcdef" + ")" * MAX_DEPTH
+    assert required_literals(shallow) == (False, ("abcdef",))

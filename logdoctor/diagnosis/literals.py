@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Union
 
 MIN_LITERAL = 3          # shorter literals reject too little to be worth a test
+MAX_DEPTH = 50           # groups nested deeper (RE2 takes up to 1,000): no prefilter, and no deep recursion
 _PLAIN_ESCAPES = frozenset("dDwWsSbBAzZ")  # a class or a zero-width test: no text the match must hold
 _QUANTIFIED = frozenset("*+?{")
 
@@ -111,6 +112,7 @@ class _Reader:
         self.p = pattern
         self.i = 0
         self.ci = False
+        self.depth = 0
 
     def alternatives(self) -> Alternatives:
         branches: list[list[tuple[Item, bool, bool]]] = [[]]
@@ -182,7 +184,11 @@ class _Reader:
                     return _FLAGS_ONLY
                 i = j + 1
         self.i = i
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Unread()
         inner = self.alternatives()
+        self.depth -= 1
         if self.i >= len(p) or p[self.i] != ")":
             raise _Unread()
         self.i += 1

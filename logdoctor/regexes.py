@@ -111,7 +111,7 @@ LEXER_RE = _LexerRe()
 
 def split_top(p: str) -> list[str]:
     """The top-level alternatives of a pattern (a `|` inside a group or a class does not split; an escaped
-    character, `]` in a class included, is skipped). Shared by the grammar's prefilter and the rules' literals."""
+    character, `]` in a class included, is skipped). The grammar's prefilter reads its anchors with it."""
     parts, depth, start, i, in_class = [], 0, 0, 0, False
     while i < len(p):
         c = p[i]

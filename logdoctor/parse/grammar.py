@@ -437,8 +437,7 @@ def may_parse_check() -> Callable[[str], bool]:
 
 def parse_message(body: str) -> tuple[str, Fields] | None:
     """Parse one message body (prefix already removed) with the grammar; None when it is not ours."""
-    heads, anchors = _prefilter()
-    if body[:3] not in heads and not anchors.match(body):
+    if not _prefilter()[1].may_parse(body):
         return None
     try:
         # with a transformer, lark's LALR parser returns what the transformer built (_ToFields: kind, fields),

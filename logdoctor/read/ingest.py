@@ -297,8 +297,9 @@ def _take_sample(raws: Iterator[tuple[bytes, bool]],
 
     `raws` are `stream`'s physical lines (_raw_lines). A regular file's stream is read a buffer at a time
     instead: the complete lines its buffer holds are taken together (_sample_block) and read past, and a
-    line the buffer does not hold whole is read through `raws`. Either way the stream is left just after
-    the last line taken, and the lines are the ones `raws` alone would give.
+    line the buffer does not hold whole is read through `raws`; from a buffer with a CR, colour or NUL in it
+    (or near the byte limit) on, every line is read through `raws`. Either way the stream is left just
+    after the last line taken, and the lines are the ones `raws` alone would give.
     """
     sample: list[Line] = []
     kept: list[tuple[bytes, bool]] = []
@@ -310,11 +311,15 @@ def _take_sample(raws: Iterator[tuple[bytes, bool]],
             buf = peek(_READ_BUFFER)
             cut = buf.rfind(b"\n")
             if cut >= 0:
-                taken, number, size = _sample_block(buf[:cut], number, size, sample, kept)
-                stream.read(taken)  # type: ignore[union-attr]
-                if len(sample) >= WRAP_SAMPLE_LINES or size >= WRAP_SAMPLE_BYTES:
-                    return sample, kept, True
-                continue
+                taken = _sample_block(buf[:cut], number, size, sample, kept)
+                if taken is None:
+                    peek = None  # a line of this buffer needs cleaning: the rest line by line
+                else:
+                    stream.read(taken[0])  # type: ignore[union-attr]
+                    number, size = taken[1], taken[2]
+                    if len(sample) >= WRAP_SAMPLE_LINES or size >= WRAP_SAMPLE_BYTES:
+                        return sample, kept, True
+                    continue
         item = next(raws, None)
         if item is None:
             return sample, kept, False
@@ -338,35 +343,20 @@ def _peekable(stream: BinaryIO | None) -> bool:
 
 
 def _sample_block(block: bytes, number: int, size: int, sample: list[Line],
-                  kept: list[tuple[bytes, bool]]) -> tuple[int, int, int]:
-    """_take_sample's lines from `block` (complete lines, newline-joined), as its one-line loop takes them:
-    up to the limits. Returns the bytes taken (newlines included), the last line's number and the size."""
-    raws = block.split(b"\n")
-    room = WRAP_SAMPLE_LINES - len(sample)
-    clean = (block.find(b"\r") < 0 and block.find(b"\x1b") < 0 and block.find(b"\x00") < 0
-             and size + len(block) < WRAP_SAMPLE_BYTES)
-    if clean:  # one Line a physical line, and no byte limit within reach: taken together
-        take = raws[:room]
-        # a newline always ends an invalid sequence, so each line's text is what decoding it alone gives
-        texts = block.decode("utf-8", "replace").split("\n", len(take))[:len(take)]
-        sample.extend(map(Line, range(number + 1, number + 1 + len(take)), texts))
-        kept.extend(zip(take, itertools.repeat(False)))
-        taken = sum(map(len, take))
-        return taken + len(take), number + len(take), size + taken
-    taken = 0
-    for raw in raws:
-        number += 1
-        kept.append((raw, False))
-        text = raw.decode("utf-8", "replace")
-        if "\r" in text or "\x1b" in text or "\x00" in text:
-            sample.extend(_lines_of(number, text, False))
-        else:
-            sample.append(Line(number, text))
-        size += len(raw)
-        taken += len(raw) + 1
-        if len(sample) >= WRAP_SAMPLE_LINES or size >= WRAP_SAMPLE_BYTES:
-            break
-    return taken, number, size
+                  kept: list[tuple[bytes, bool]]) -> tuple[int, int, int] | None:
+    """_take_sample's lines from `block` (complete lines, newline-joined), as its one-line loop takes them, up
+    to the line limit, when each is one clean Line and the byte limit is out of reach; else None (nothing
+    taken). Returns the bytes taken (newlines included), the last line's number and the size."""
+    if (block.find(b"\r") >= 0 or block.find(b"\x1b") >= 0 or block.find(b"\x00") >= 0
+            or size + len(block) >= WRAP_SAMPLE_BYTES):
+        return None
+    take = block.split(b"\n")[:WRAP_SAMPLE_LINES - len(sample)]
+    # a newline always ends an invalid sequence, so each line's text is what decoding it alone gives
+    texts = block.decode("utf-8", "replace").split("\n", len(take))[:len(take)]
+    sample.extend(map(Line, range(number + 1, number + 1 + len(take)), texts))
+    kept.extend(zip(take, itertools.repeat(False)))
+    taken = sum(map(len, take))
+    return taken + len(take), number + len(take), size + taken
 
 
 def clean_lines(stream: BinaryIO, batch_sink: BatchSink | None = None,
